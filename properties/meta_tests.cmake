@@ -1,0 +1,25 @@
+# Meta-tests: "planted bug : law family (doctest test suite) that must catch it".
+# The bug sites are KALMAN_ORACLE_MUTANT(...) in reference/include; docs/testing.md lists them.
+set(KALMAN_ORACLE_META_TESTS
+  # algebra: Möbius and affine laws (algebra/mobius.hpp, algebra/affine.hpp)
+  mobius_compose_commuted:algebra
+  mobius_rescale_one_entry:algebra
+  affine_compose_wrong_rho:algebra
+  # leaves: each leaf reproduces one step of its model (algebra/leaves.hpp)
+  kla_leaf_wrong_decay:leaves
+  diag_kdn_leaf_missing_u:leaves
+  iso_kdn_leaf_wrong_trace:leaves
+  # ou: the OU discretisation (algebra/ou_discretisation.hpp)
+  ou_one_minus_exp:ou
+  ou_missing_half:ou
+  # scan: every schedule equals the fold, exactly (scan/*.hpp)
+  hillis_steele_commuted_compose:scan
+  blelloch_downsweep_off_by_one:scan
+  brent_kung_downsweep_skips_level:scan
+  sklansky_wrong_source:scan
+  chunked_carry_skips_last:scan
+  # scan_mpfr: every schedule within the stated bound of the fold at 256 bits
+  brent_kung_lossy_compose:scan_mpfr
+  # rounding: correctly rounded conversions from MPFR (scalar/rounding.hpp)
+  round_ties_away:rounding
+)
