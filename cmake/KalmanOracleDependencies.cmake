@@ -9,6 +9,7 @@ find_library(MPFI_LIBRARY mpfi REQUIRED)
 add_library(KalmanOracle::mpfi UNKNOWN IMPORTED)
 set_target_properties(KalmanOracle::mpfi PROPERTIES
   IMPORTED_LOCATION ${MPFI_LIBRARY} INTERFACE_INCLUDE_DIRECTORIES ${MPFI_INCLUDE_DIR})
+find_package(Eigen3 3.4 REQUIRED NO_MODULE)   # dense and information forms
 find_package(CLI11 REQUIRED)
 if(KALMAN_ORACLE_TESTS)
   find_package(doctest REQUIRED)

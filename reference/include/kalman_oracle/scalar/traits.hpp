@@ -10,6 +10,7 @@
 //   to_double       nearest double (intervals: of the midpoint)
 //   exponent(x)     e with 2^e <= |x| < 2^(e+1), for x != 0 (exact; used by power-of-two rescaling)
 //   ldexp(x, e)     x * 2^e, exact unless it overflows or underflows the format
+//   is_finite(x)    neither NaN nor infinite (always true for rationals)
 #pragma once
 
 #include <cmath>
@@ -37,6 +38,7 @@ struct ieee_traits {
   static double to_double(F x) { return static_cast<double>(x); }
   static long exponent(F x) { return std::ilogb(x); }
   static F ldexp(F x, long e) { return std::ldexp(x, static_cast<int>(e)); }
+  static bool is_finite(F x) { return std::isfinite(x); }
 };
 }  // namespace detail
 
@@ -69,6 +71,7 @@ struct scalar_traits<mpfr_real> {
     mpfr_mul_2si(r.backend().data(), x.backend().data(), e, MPFR_RNDN);
     return r;
   }
+  static bool is_finite(const mpfr_real& x) { return mpfr_number_p(x.backend().data()) != 0; }
 };
 
 template <>
@@ -107,6 +110,7 @@ struct scalar_traits<mpfi_interval> {
     mpfi_mul_2si(r.backend().data(), x.backend().data(), e);
     return r;
   }
+  static bool is_finite(const mpfi_interval& x) { return mpfi_bounded_p(x.backend().data()) != 0; }
 };
 
 template <>
@@ -138,6 +142,7 @@ struct scalar_traits<rational> {
       mpq_div_2exp(r.backend().data(), x.backend().data(), static_cast<mp_bitcnt_t>(-e));
     return r;
   }
+  static bool is_finite(const rational&) { return true; }
 };
 
 /// Shorthands so generic code reads like mathematics.
