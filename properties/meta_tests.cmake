@@ -20,6 +20,23 @@ set(KALMAN_ORACLE_META_TESTS
   chunked_carry_skips_last:scan
   # scan_mpfr: every schedule within the stated bound of the fold at 256 bits
   brent_kung_lossy_compose:scan_mpfr
+  # kla: Kalman Linear Attention (models/kla.hpp, models/kla_parallel.hpp)
+  kla_read_before_write:kla
+  kla_mean_decay_wrong_time:kla
+  kla_recovery_inverts_wrong_leaf:kla
+  kla_yvar_missing_square:kla
+  kla_precision_decay_not_squared:kla
+  # fixed_gain: sequential and chunked WY forms of MATH.md §7 (models/fixed_gain*.hpp)
+  fixed_gain_decay_after_delta:fixed_gain
+  fixed_gain_read_before_write:fixed_gain
+  fixed_gain_transposed_state:fixed_gain
+  wy_chunk_carry_skips_last:fixed_gain
+  # kdn: diagonal and isotropic KDN (models/diagonal.hpp, isotropic.hpp, kdn_parallel.hpp)
+  kdn_gain_after_write:kdn
+  kdn_mu_before_gain:kdn
+  kdn_decay_after_delta:kdn
+  kdn_read_before_write:kdn
+  iso_kdn_norm_not_squared:kdn
   # rounding: correctly rounded conversions from MPFR (scalar/rounding.hpp)
   round_ties_away:rounding
 )
