@@ -1,0 +1,189 @@
+// The chunked WY (UT-transform) form of the fixed-gain family (MATH.md §7): the algorithm fla's
+// chunked kernels follow (chunk_delta_rule, chunk_gated_delta_rule, chunk_kda, chunk_gla), written
+// over the same scalar type T as the sequential reference (fixed_gain.hpp), so that over rationals
+// it can be checked to equal the sequential form exactly, for any chunk size C >= 1.
+//
+// Derivation. Write every rule as the generic two-key step with a row scale r_t, an erase key e_t
+// and a write key w_t:
+//     S_t = D_t S_{t−1} + r_t w_t u_tᵀ,   u_t = v_t − (D_t S_{t−1})ᵀ e_t      (D_t = diag(α_t))
+//   β-form (DeltaNet, GDN, KDA):  r_t = β_t, e_t = w_t = k_t    (fla's factorisation)
+//   given gain κ (two-key rule):  r_t = 1,   e_t = k_t, w_t = κ_t
+//   GLA (no erase):               r_t = 1,   e_t = 0,   w_t = k_t
+// which is (I − r w eᵀ) D S + r w vᵀ, i.e. MATH.md §7 in each case.
+// Inside a chunk (local tokens t = 0..n−1 from the chunk-start state S), with Γ_t = α_0 ⊙ … ⊙ α_t
+// (per channel) and the decay ratios ρ_tj = Γ_t / Γ_j (j ≤ t), induction on t gives
+//     S_t = diag(Γ_t) S + Σ_{j≤t} diag(ρ_tj) w_j ũ_jᵀ,       ũ_j = r_j u_j (the pseudo-values)
+// since D_t diag(Γ_{t−1}) = diag(Γ_t) and D_t diag(ρ_{t−1,j}) = diag(ρ_tj). Substituting into u_t:
+//     ũ_t + Σ_{j<t} A_tj ũ_j = r_t v_t − r_t (Γ_t ⊙ e_t)ᵀ S,    A_tj = r_t e_tᵀ diag(ρ_tj) w_j
+// so, with the strictly lower-triangular A (n x n), 𝒯 = (I + A)⁻¹ (forward substitution: the
+// per-chunk triangular inverse), X the rows r_t (Γ_t ⊙ e_t)ᵀ and Y the rows r_t v_tᵀ:
+//     W = 𝒯 X,   U = 𝒯 Y,   Ũ = U − W S                          (the WY / UT transform)
+//     S_next = diag(Γ_{n−1}) S + Σ_{j<n} diag(ρ_{n−1,j}) w_j ũ_jᵀ   (the chunk carry)
+//     o_t = Sᵀ (Γ_t ⊙ τ q_t) + Σ_{j≤t} [(τ q_t)ᵀ diag(ρ_tj) w_j] ũ_j  (inter + intra, read after write)
+// For the β-form this is exactly fla's A = β_i k_iᵀ k_j (times the decay ratio), W = 𝒯(β ⊙ Γ ⊙ K),
+// U = 𝒯(β ⊙ V), v_new = U − W S, S_next = Γ_last S + (K ⊙ Γ_last/Γ)ᵀ v_new. For the given gain κ the
+// erase key of the row and the gain of the column meet: A_tj = k_tᵀ diag(ρ_tj) κ_j, W = 𝒯 (Γ ⊙ K),
+// U = 𝒯 V, and the carry writes along κ. For GLA, A = 0, 𝒯 = I, W = 0, Ũ = V: fla's chunk_gla.
+//
+// Decays, as fla: log gates are summed inside the chunk (G_t = cumsum g, Γ_t = e^{G_t}) and the
+// ratio is factored ρ_tj = e^{G_t} · e^{−G_j} (fla's chunk_kda does the same; MPFR has the exponent
+// range for it, binary64 overflows when a chunk's gates sum below about −709, as fla's would
+// without its gate clamp). Linear decays use the cumulative product and its reciprocal,
+// ρ_tj = Γ_t · (1/Γ_j): exact over rationals (Γ_j > 0 since every α ∈ (0, 1]).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+#include "kalman_oracle/detail/mutant.hpp"
+#include "kalman_oracle/detail/parallel_for.hpp"
+#include "kalman_oracle/models/fixed_gain.hpp"
+
+namespace kalman_oracle {
+
+namespace detail::fixed_gain {
+
+/// One (b, h) in chunks of `chunk_size` tokens.
+template <class T>
+void run_head_chunked(const problem<T>& p, std::size_t b, std::size_t h, std::size_t chunk_size,
+                      fixed_gain_outputs<T>& out) {
+  const std::size_t K = p.key_dim(), V = p.value_dim(), tokens = p.tokens();
+  std::vector<T> S = p.initial_state(b, h);  // the chunk-start state, K x V row-major
+
+  for (std::size_t c0 = 0; c0 < tokens; c0 += chunk_size) {
+    const std::size_t n = std::min(chunk_size, tokens - c0);
+
+    // Per-token data of the chunk: r_t, e_t (erase key; unused for GLA), w_t (write key), v_t, τ q_t.
+    std::vector<T> r(n, T(1));
+    std::vector<std::vector<T>> e(n), w(n), v(n), sq(n);
+    for (std::size_t t = 0; t < n; ++t) {
+      const std::size_t tok = c0 + t;
+      e[t] = p.key(b, tok, h);
+      v[t] = p.value(b, tok, h);
+      sq[t] = p.query(b, tok, h);
+      for (auto& x : sq[t]) x = p.scale() * x;  // fla scales q first
+      if (p.given_gain()) {
+        w[t].resize(K);
+        for (std::size_t i = 0; i < K; ++i) w[t][i] = p.kappa(b, tok, h, i);
+      } else {
+        w[t] = e[t];
+        if (p.erases()) r[t] = p.beta(b, tok, h);
+      }
+    }
+
+    // Γ_t and 1/Γ_t per channel (n x K): the cumulative decay inside the chunk.
+    std::vector<std::vector<T>> gamma(n, std::vector<T>(K, T(1))), gamma_inv(n, std::vector<T>(K, T(1)));
+    if (p.decays()) {
+      if (p.gates() == gate_space::log) {
+        std::vector<T> G(K, T(0));  // cumsum of the log gates
+        for (std::size_t t = 0; t < n; ++t)
+          for (std::size_t i = 0; i < K; ++i) {
+            G[i] += p.gate(b, c0 + t, h, i);
+            gamma[t][i] = exp_of(G[i]);
+            gamma_inv[t][i] = exp_of(T(-G[i]));
+          }
+      } else {
+        std::vector<T> P(K, T(1));  // cumulative product of the decays
+        for (std::size_t t = 0; t < n; ++t)
+          for (std::size_t i = 0; i < K; ++i) {
+            P[i] *= p.gate(b, c0 + t, h, i);
+            gamma[t][i] = P[i];
+            gamma_inv[t][i] = T(1) / P[i];
+          }
+      }
+    }
+    // ρ_tj ⊙ x for a K-vector x: the decay from just after token j to token t.
+    const auto ratio = [&](std::size_t t, std::size_t j, std::size_t i) { return gamma[t][i] * gamma_inv[j][i]; };
+
+    // 𝒯 = (I + A)⁻¹ with A_tj = r_t e_tᵀ diag(ρ_tj) w_j (j < t): forward substitution on the
+    // columns of the identity, 𝒯_jj = 1, 𝒯_tj = −Σ_{j≤m<t} A_tm 𝒯_mj. GLA: A = 0, 𝒯 = I.
+    std::vector<std::vector<T>> Tm(n, std::vector<T>(n, T(0)));
+    {
+      std::vector<std::vector<T>> A(n, std::vector<T>(n, T(0)));
+      if (p.erases())
+        for (std::size_t t = 0; t < n; ++t)
+          for (std::size_t j = 0; j < t; ++j) {
+            T dot(0);
+            for (std::size_t i = 0; i < K; ++i) dot += e[t][i] * ratio(t, j, i) * w[j][i];
+            A[t][j] = r[t] * dot;
+          }
+      for (std::size_t j = 0; j < n; ++j) {
+        Tm[j][j] = T(1);
+        for (std::size_t t = j + 1; t < n; ++t) {
+          T sum(0);
+          for (std::size_t m = j; m < t; ++m) sum += A[t][m] * Tm[m][j];
+          Tm[t][j] = -sum;
+        }
+      }
+    }
+
+    // W = 𝒯 X (n x K), X rows r_t (Γ_t ⊙ e_t); U = 𝒯 Y (n x V), Y rows r_t v_t;
+    // Ũ = U − W S (the pseudo-values: fla's v_new).
+    std::vector<std::vector<T>> X(n, std::vector<T>(K, T(0))), Y(n, std::vector<T>(V));
+    for (std::size_t t = 0; t < n; ++t) {
+      if (p.erases())
+        for (std::size_t i = 0; i < K; ++i) X[t][i] = r[t] * (gamma[t][i] * e[t][i]);
+      for (std::size_t j = 0; j < V; ++j) Y[t][j] = r[t] * v[t][j];
+    }
+    std::vector<std::vector<T>> Wm(n, std::vector<T>(K, T(0))), Ut(n, std::vector<T>(V, T(0)));
+    for (std::size_t t = 0; t < n; ++t)
+      for (std::size_t m = 0; m <= t; ++m) {
+        for (std::size_t j = 0; j < V; ++j) Ut[t][j] += Tm[t][m] * Y[m][j];
+        for (std::size_t i = 0; i < K; ++i) Wm[t][i] += Tm[t][m] * X[m][i];
+      }
+    for (std::size_t t = 0; t < n; ++t)
+      for (std::size_t j = 0; j < V; ++j) {
+        T ws(0);
+        for (std::size_t i = 0; i < K; ++i) ws += Wm[t][i] * S[i * V + j];
+        Ut[t][j] -= ws;
+      }
+
+    // Outputs: o_t = Sᵀ (Γ_t ⊙ τ q_t) (inter-chunk) + Σ_{j≤t} [(τ q_t)ᵀ diag(ρ_tj) w_j] ũ_j
+    // (intra-chunk, causal with the diagonal: read after write).
+    for (std::size_t t = 0; t < n; ++t) {
+      std::vector<T> o(V, T(0));
+      for (std::size_t i = 0; i < K; ++i) {
+        const T qg = gamma[t][i] * sq[t][i];
+        for (std::size_t j = 0; j < V; ++j) o[j] += S[i * V + j] * qg;
+      }
+      for (std::size_t m = 0; m <= t; ++m) {
+        T score(0);
+        for (std::size_t i = 0; i < K; ++i) score += sq[t][i] * ratio(t, m, i) * w[m][i];
+        for (std::size_t j = 0; j < V; ++j) o[j] += score * Ut[m][j];
+      }
+      for (std::size_t j = 0; j < V; ++j) out.o(b, c0 + t, h, j) = o[j];
+    }
+
+    // The chunk carry: S ← diag(Γ_{n−1}) S + Σ_{j<n} diag(ρ_{n−1,j}) w_j ũ_jᵀ.
+    const std::size_t last = n - 1;
+    const std::size_t carried = KALMAN_ORACLE_MUTANT(wy_chunk_carry_skips_last, n, n - 1);
+    std::vector<T> next(K * V);
+    for (std::size_t i = 0; i < K; ++i)
+      for (std::size_t j = 0; j < V; ++j) {
+        T s = gamma[last][i] * S[i * V + j];
+        for (std::size_t m = 0; m < carried; ++m) s += ratio(last, m, i) * w[m][i] * Ut[m][j];
+        next[i * V + j] = s;
+      }
+    S = std::move(next);
+  }
+  store_state(out, p, b, h, S);
+}
+
+}  // namespace detail::fixed_gain
+
+/// The chunked WY form (see the top of this file) with chunks of `chunk_size` >= 1 tokens (the
+/// last chunk may be shorter). Same inputs, validation and outputs as fixed_gain_forward.
+template <class T>
+fixed_gain_outputs<T> fixed_gain_chunked_forward(const fixed_gain_inputs<T>& inputs, std::size_t chunk_size,
+                                                 const run_options& options = {}) {
+  const detail::fixed_gain::problem<T> p(inputs);
+  if (chunk_size == 0) throw input_error("chunk_size: 0; rule: a chunk needs at least one token");
+  auto out = detail::fixed_gain::make_outputs(p, options);
+  detail::parallel_for(p.batch() * p.heads(), options.threads, [&](std::size_t bh) {
+    detail::fixed_gain::run_head_chunked(p, bh / p.heads(), bh % p.heads(), chunk_size, out);
+  });
+  return out;
+}
+
+}  // namespace kalman_oracle
