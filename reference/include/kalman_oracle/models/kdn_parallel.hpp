@@ -1,0 +1,278 @@
+// The diagonal and isotropic KDN in parallel form, as a kernel computes them (MATH.md §4, §5, §7,
+// §8). Three phases per (batch, head):
+//
+//   1. covariance: p_t (per channel i) and b_t (per head) are Möbius recursions x_t = M_t · x_{t−1}
+//      with the leaves diag_kdn_covariance_leaf / iso_kdn_covariance_leaf (§8 table). All prefixes
+//      Π_t = M_t ⋯ M_1 come from one inclusive scan (default: the chunked map/carry/emit schedule
+//      with power-of-two rescaling), and x_t = Π_t · x_0 (§8 facts 2, 3);
+//   2. gains: p̂_t = α_t² ⊙ p_{t−1} + ω_t (b̂_t = a_t b_{t−1} + ω_t) from the scanned p_{t−1}, then
+//      κ_t (§4) or β_t and κ_t = β_t k_t (§5), every token independently;
+//   3. memory: the fixed-gain two-key delta rule of §7, S_t = (I − κ_t k_tᵀ) diag(α_t) S_{t−1} +
+//      κ_t v_tᵀ, o_t = S_tᵀ (τ q_t), with those gains (kdn_memory_forward below).
+//
+// Over exact arithmetic this equals the sequential references (diagonal.hpp, isotropic.hpp) for
+// every schedule, chunk size and rescale mode; properties/models_kdn_*.cpp check it exactly over
+// rationals, and within a derived rounding bound in MPFR.
+//
+// The code here shares input checks with the sequential references but none of their arithmetic:
+// the planted bugs of diagonal.hpp and isotropic.hpp are absent here, so comparing the two forms
+// catches them.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "kalman_oracle/algebra/leaves.hpp"
+#include "kalman_oracle/algebra/mobius.hpp"
+#include "kalman_oracle/detail/parallel_for.hpp"
+#include "kalman_oracle/io/tensor.hpp"
+#include "kalman_oracle/io/validate.hpp"
+#include "kalman_oracle/models/delta_rule.hpp"
+#include "kalman_oracle/models/diagonal.hpp"
+#include "kalman_oracle/models/isotropic.hpp"
+#include "kalman_oracle/models/options.hpp"
+#include "kalman_oracle/scan/schedules.hpp"
+
+namespace kalman_oracle {
+
+/// How the covariance scan is run. Any choice gives the sequential result over exact arithmetic.
+struct kdn_scan_options {
+  scan_schedule schedule = scan_schedule::chunked;
+  std::size_t chunk_size = default_scan_chunk_size;
+  rescale_mode rescale = rescale_mode::power_of_two;  // exact in binary formats, what a kernel does
+};
+
+// ---- The fixed-gain memory (§7 two-key delta rule) -------------------------------------------------
+
+/// Inputs of the memory path with the gains given: S_t = (I − κ_t k_tᵀ) diag(α_t) S_{t−1} + κ_t v_tᵀ.
+template <class T>
+struct kdn_memory_inputs {
+  tensor<T> q;     ///< [B, T, H, K]
+  tensor<T> k;     ///< [B, T, H, K] (the erase direction)
+  tensor<T> v;     ///< [B, T, H, V]
+  tensor<T> g;     ///< decays, broadcast to [B, T, H, K] (as in diagonal_kdn_inputs)
+  gate_space gates = gate_space::log;
+  tensor<T> gain;  ///< κ_t (the write direction), broadcast to [B, T, H, K], any finite values
+  std::optional<tensor<T>> initial_state;  ///< S_0, broadcast to [B, H, K, V]; default 0
+  std::optional<T> scale;                  ///< τ > 0; default 1/√K
+};
+
+template <class T>
+struct kdn_memory_outputs {
+  tensor<T> o;            ///< [B, T, H, V]
+  tensor<T> final_state;  ///< [B, H, K, V]
+};
+
+namespace detail {
+
+/// One head's memory over all tokens. `alpha` and `gain` hold this head's α_{t,i}, κ_{t,i} at
+/// [t * K + i]; `state` holds S_0 on entry and S_T on exit; o_t is written to o(b, t, h, ·).
+template <class T>
+void kdn_memory_head(const tensor<T>& q, const tensor<T>& k, const tensor<T>& v, std::size_t b, std::size_t h,
+                     std::span<const T> alpha, std::span<const T> gain, const T& tau, std::vector<T>& state,
+                     tensor<T>& o) {
+  const std::size_t tokens = q.dim(1), K = q.dim(3), V = v.dim(3);
+  std::vector<T> key(K), query(K), value(V), read(V);
+  for (std::size_t t = 0; t < tokens; ++t) {
+    for (std::size_t i = 0; i < K; ++i) {
+      key[i] = k(b, t, h, i);
+      query[i] = q(b, t, h, i);
+    }
+    for (std::size_t j = 0; j < V; ++j) value[j] = v(b, t, h, j);
+    decay_rows<T>(state, V, alpha.subspan(t * K, K));            // diag(α_t) S_{t−1}
+    delta_write<T>(state, key, gain.subspan(t * K, K), value);  // + κ_t (v_t − Ŝ_tᵀ k_t)ᵀ
+    read_state<T>(state, query, tau, read);                      // o_t = S_tᵀ (τ q_t)
+    for (std::size_t j = 0; j < V; ++j) o(b, t, h, j) = read[j];
+  }
+}
+
+/// S_0 of head (b, h) into a K x V row-major vector.
+template <class T>
+std::vector<T> kdn_initial_state(const broadcast_view<T>& s0, std::size_t b, std::size_t h, std::size_t K,
+                                 std::size_t V) {
+  std::vector<T> state(K * V);
+  for (std::size_t i = 0; i < K; ++i)
+    for (std::size_t j = 0; j < V; ++j) state[i * V + j] = s0(b, h, i, j);
+  return state;
+}
+
+}  // namespace detail
+
+/// The memory path alone, gains given (§7's two-key rule; with κ_t = β_t k_t it is KDA).
+template <class T>
+kdn_memory_outputs<T> kdn_memory_forward(const kdn_memory_inputs<T>& inputs, const run_options& options = {}) {
+  const detail::kdn_dims d = detail::kdn_check_qkv(inputs.q, inputs.k, inputs.v);
+  const std::size_t K = d.key_dim, V = d.value_dim;
+  const shape_t full_key{d.batch, d.tokens, d.heads, K};
+  const broadcast_view<T> g =
+      detail::kdn_view(inputs.g, full_key, [&](const tensor<T>& x) { detail::kdn_check_gates(x, inputs.gates); });
+  const broadcast_view<T> gain = detail::kdn_view(inputs.gain, full_key, [](const tensor<T>& x) { require_finite(x); });
+  const tensor<T> s0_default("initial_state", {1}, T(0));
+  const broadcast_view<T> s0 = detail::kdn_view(detail::kdn_or(inputs.initial_state, s0_default),
+                                                {d.batch, d.heads, K, V}, [](const tensor<T>& x) { require_finite(x); });
+  const T tau = detail::kdn_query_scale(inputs.scale, K);
+
+  kdn_memory_outputs<T> out{tensor<T>("o", {d.batch, d.tokens, d.heads, V}),
+                            tensor<T>("final_state", {d.batch, d.heads, K, V})};
+  detail::parallel_for(d.batch * d.heads, options.threads, [&](std::size_t bh) {
+    const std::size_t b = bh / d.heads, h = bh % d.heads;
+    std::vector<T> alpha(d.tokens * K), kappa(d.tokens * K);
+    for (std::size_t t = 0; t < d.tokens; ++t)
+      for (std::size_t i = 0; i < K; ++i) {
+        alpha[t * K + i] = detail::kdn_decay(g(b, t, h, i), inputs.gates);
+        kappa[t * K + i] = gain(b, t, h, i);
+      }
+    std::vector<T> state = detail::kdn_initial_state(s0, b, h, K, V);
+    detail::kdn_memory_head<T>(inputs.q, inputs.k, inputs.v, b, h, alpha, kappa, tau, state, out.o);
+    for (std::size_t i = 0; i < K; ++i)
+      for (std::size_t j = 0; j < V; ++j) out.final_state(b, h, i, j) = state[i * V + j];
+  });
+  return out;
+}
+
+// ---- Diagonal KDN (§4) ---------------------------------------------------------------------------
+
+/// The diagonal KDN by covariance scan + per-token gains + fixed-gain memory. Same inputs, outputs
+/// and input checks as diagonal_kdn_forward.
+template <class T>
+diagonal_kdn_outputs<T> diagonal_kdn_parallel(const diagonal_kdn_inputs<T>& inputs, const kdn_scan_options& scan = {},
+                                              const run_options& options = {}) {
+  const detail::diagonal_kdn_problem<T> pb(inputs);
+  const detail::kdn_dims& d = pb.dims;
+  const std::size_t N = d.tokens, K = d.key_dim, V = d.value_dim;
+  diagonal_kdn_outputs<T> out = detail::diagonal_kdn_allocate<T>(d, options.internals);
+  const mobius_monoid<T> monoid{scan.rescale};
+
+  detail::parallel_for(d.batch * d.heads, options.threads, [&](std::size_t bh) {
+    const std::size_t b = bh / d.heads, h = bh % d.heads;
+    const T mu = pb.mu(h);
+    std::vector<T> alpha(N * K);
+    for (std::size_t t = 0; t < N; ++t)
+      for (std::size_t i = 0; i < K; ++i) alpha[t * K + i] = pb.decay(b, t, h, i);
+
+    // Phase 1: per channel, the leaves M_{t,i} = [[α², ω], [uα², 1 + uω]] and their prefixes;
+    // covariance[t * K + i] = p_{t,i} = Π_{t,i} · p_{0,i} (t counted from 0 here: token t + 1).
+    std::vector<T> covariance(N * K);
+    std::vector<mobius<T>> leaves(N);
+    for (std::size_t i = 0; i < K; ++i) {
+      for (std::size_t t = 0; t < N; ++t)
+        leaves[t] = diag_kdn_covariance_leaf(alpha[t * K + i], pb.omega(b, t, h, i), inputs.k(b, t, h, i),
+                                             pb.r(b, t, h), mu);
+      const std::vector<mobius<T>> prefixes =
+          inclusive_scan(scan.schedule, monoid, std::span<const mobius<T>>(leaves), scan.chunk_size);
+      const T prior = pb.p0(b, h, i);
+      for (std::size_t t = 0; t < N; ++t) covariance[t * K + i] = mobius_apply(prefixes[t], prior);
+    }
+
+    // Phase 2: every token at once, p̂_t from p_{t−1}, then the exact gain for diag(p̂_t).
+    std::vector<T> predicted(N * K), gain(N * K);
+    for (std::size_t t = 0; t < N; ++t) {
+      for (std::size_t i = 0; i < K; ++i) {
+        const T previous = t == 0 ? pb.p0(b, h, i) : covariance[(t - 1) * K + i];
+        predicted[t * K + i] = alpha[t * K + i] * alpha[t * K + i] * previous + pb.omega(b, t, h, i);
+      }
+      T denominator = pb.r(b, t, h);
+      for (std::size_t i = 0; i < K; ++i) {
+        const T key = inputs.k(b, t, h, i);
+        denominator += predicted[t * K + i] * key * key;
+      }
+      for (std::size_t i = 0; i < K; ++i) gain[t * K + i] = predicted[t * K + i] * inputs.k(b, t, h, i) / denominator;
+    }
+
+    // Phase 3: the fixed-gain memory.
+    std::vector<T> state = detail::kdn_initial_state(pb.s0, b, h, K, V);
+    detail::kdn_memory_head<T>(inputs.q, inputs.k, inputs.v, b, h, alpha, gain, pb.tau, state, out.o);
+
+    for (std::size_t t = 0; t < N; ++t) {
+      T variance(0);
+      for (std::size_t i = 0; i < K; ++i) {
+        const T scaled = pb.tau * inputs.q(b, t, h, i);
+        variance += scaled * scaled * covariance[t * K + i];
+      }
+      out.readout_variance(b, t, h) = variance;
+      if (options.internals)
+        for (std::size_t i = 0; i < K; ++i) {
+          (*out.predicted_covariance)(b, t, h, i) = predicted[t * K + i];
+          (*out.gain)(b, t, h, i) = gain[t * K + i];
+        }
+    }
+    for (std::size_t i = 0; i < K; ++i) {
+      out.final_covariance(b, h, i) = covariance[(N - 1) * K + i];
+      for (std::size_t j = 0; j < V; ++j) out.final_state(b, h, i, j) = state[i * V + j];
+    }
+  });
+  return out;
+}
+
+// ---- Isotropic KDN (§5) --------------------------------------------------------------------------
+
+/// The isotropic KDN by covariance scan + per-token gains + fixed-gain memory (KDA with β_t). Same
+/// inputs, outputs and input checks as isotropic_kdn_forward.
+template <class T>
+isotropic_kdn_outputs<T> isotropic_kdn_parallel(const isotropic_kdn_inputs<T>& inputs,
+                                                const kdn_scan_options& scan = {}, const run_options& options = {}) {
+  const detail::isotropic_kdn_problem<T> pb(inputs);
+  const detail::kdn_dims& d = pb.dims;
+  const std::size_t N = d.tokens, K = d.key_dim, V = d.value_dim;
+  isotropic_kdn_outputs<T> out = detail::isotropic_kdn_allocate<T>(d, options.internals);
+  const mobius_monoid<T> monoid{scan.rescale};
+
+  detail::parallel_for(d.batch * d.heads, options.threads, [&](std::size_t bh) {
+    const std::size_t b = bh / d.heads, h = bh % d.heads;
+    const T mu = pb.mu(h);
+    std::vector<T> alpha(N * K), key(N * K);
+    for (std::size_t t = 0; t < N; ++t)
+      for (std::size_t i = 0; i < K; ++i) {
+        alpha[t * K + i] = pb.decay(b, t, h, i);
+        key[t * K + i] = inputs.k(b, t, h, i);
+      }
+    const auto alpha_at = [&](std::size_t t) { return std::span<const T>(alpha).subspan(t * K, K); };
+    const auto key_at = [&](std::size_t t) { return std::span<const T>(key).subspan(t * K, K); };
+
+    // Phase 1: the leaves [[a, ω], [u a, 1 + u ω]] and their prefixes; covariance[t] = b_t = Π_t · b_0.
+    std::vector<mobius<T>> leaves(N);
+    for (std::size_t t = 0; t < N; ++t)
+      leaves[t] = iso_kdn_covariance_leaf(alpha_at(t), pb.omega(b, t, h), key_at(t), pb.r(b, t, h), mu);
+    const std::vector<mobius<T>> prefixes =
+        inclusive_scan(scan.schedule, monoid, std::span<const mobius<T>>(leaves), scan.chunk_size);
+    const T prior = pb.b0(b, h);
+    std::vector<T> covariance(N);
+    for (std::size_t t = 0; t < N; ++t) covariance[t] = mobius_apply(prefixes[t], prior);
+
+    // Phase 2: every token at once, b̂_t = a_t b_{t−1} + ω_t, β_t = b̂_t / (r_t + b̂_t ‖k_t‖²), κ_t = β_t k_t.
+    std::vector<T> predicted(N), beta(N), gain(N * K);
+    for (std::size_t t = 0; t < N; ++t) {
+      const T previous = t == 0 ? prior : covariance[t - 1];
+      predicted[t] = iso_kdn_decay(alpha_at(t)) * previous + pb.omega(b, t, h);
+      T key2(0);
+      for (std::size_t i = 0; i < K; ++i) key2 += key[t * K + i] * key[t * K + i];
+      beta[t] = predicted[t] / (pb.r(b, t, h) + predicted[t] * key2);
+      for (std::size_t i = 0; i < K; ++i) gain[t * K + i] = beta[t] * key[t * K + i];
+    }
+
+    // Phase 3: the fixed-gain memory.
+    std::vector<T> state = detail::kdn_initial_state(pb.s0, b, h, K, V);
+    detail::kdn_memory_head<T>(inputs.q, inputs.k, inputs.v, b, h, alpha, gain, pb.tau, state, out.o);
+
+    for (std::size_t t = 0; t < N; ++t) {
+      T scaled_query2(0);
+      for (std::size_t i = 0; i < K; ++i) {
+        const T scaled = pb.tau * inputs.q(b, t, h, i);
+        scaled_query2 += scaled * scaled;
+      }
+      out.readout_variance(b, t, h) = covariance[t] * scaled_query2;
+      if (options.internals) {
+        (*out.predicted_covariance)(b, t, h) = predicted[t];
+        (*out.beta)(b, t, h) = beta[t];
+      }
+    }
+    out.final_covariance(b, h) = covariance[N - 1];
+    for (std::size_t i = 0; i < K; ++i)
+      for (std::size_t j = 0; j < V; ++j) out.final_state(b, h, i, j) = state[i * V + j];
+  });
+  return out;
+}
+
+}  // namespace kalman_oracle
