@@ -37,6 +37,18 @@ set(KALMAN_ORACLE_META_TESTS
   kdn_decay_after_delta:kdn
   kdn_read_before_write:kdn
   iso_kdn_norm_not_squared:kdn
+  # dense: moment form = information form, ridge, invariants (models/dense.hpp, models/information.hpp)
+  dense_gain_after_write:dense
+  dense_decay_after_update:dense
+  dense_transposed_state:dense
+  dense_read_before_write:dense
+  information_missing_noise:dense
+  # models_cross: equalities between models (properties/models_cross_equivalences.cpp)
+  kdn_read_before_write:models_cross
+  kdn_gain_after_write:models_cross
+  iso_kdn_norm_not_squared:models_cross
+  fixed_gain_decay_after_delta:models_cross
+  dense_gain_after_write:models_cross
   # rounding: correctly rounded conversions from MPFR (scalar/rounding.hpp)
   round_ties_away:rounding
 )

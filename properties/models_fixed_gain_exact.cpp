@@ -78,7 +78,7 @@ fixed_gain_inputs<R> draw_inputs(fixed_gain_rule rule, bool given_gain, const di
   if (*rc::gen::arbitrary<bool>()) in.initial_state = draw_tensor("initial_state", {d.B, d.H, d.K, d.V}, gen_small());
   // τ: the default 1/√K where it is rational (K = 1, 4), else given.
   if (!(d.K == 1 || d.K == 4) || *rc::gen::arbitrary<bool>())
-    in.scale = *rc::gen::suchThat(gen_small(), [](const R& x) { return x != 0; });
+    in.scale = *rc::gen::suchThat(gen_small(), [](const R& x) { return x > 0; });  // tau > 0 (models/query_scale.hpp)
   return in;
 }
 

@@ -305,7 +305,7 @@ TEST_SUITE("kdn") {
       const auto seq = diagonal_kdn_forward(in, {1, true});
       const auto par = diagonal_kdn_parallel(in, scan, {1, true});
       const std::size_t N = s.tokens, K = s.key_dim;
-      const M tau = detail::kdn_query_scale(in.scale, K);
+      const M tau = query_scale(in.scale, K);
       const auto steps = replay(in.q, in.k, in.v, in.g, in.gates, *in.initial_state, tau,
                                 [&](std::size_t t) {
                                   std::vector<M> kappa(K);
@@ -347,7 +347,7 @@ TEST_SUITE("kdn") {
       const auto seq = isotropic_kdn_forward(in, {1, true});
       const auto par = isotropic_kdn_parallel(in, scan, {1, true});
       const std::size_t N = s.tokens, K = s.key_dim;
-      const M tau = detail::kdn_query_scale(in.scale, K);
+      const M tau = query_scale(in.scale, K);
       const auto steps = replay(in.q, in.k, in.v, in.g, in.gates, *in.initial_state, tau,
                                 [&](std::size_t t) {
                                   std::vector<M> kappa(K);

@@ -132,8 +132,8 @@ TEST_CASE("fixed_gain: default query scale 1/sqrt(K)") {
   auto in = two_token_k2(fixed_gain_rule::gla);
   in.scale.reset();
   CHECK_THROWS_WITH_AS(fixed_gain_forward(in),
-                       "scale: 1/sqrt(K) with K = 2 (from k) is irrational; rule: give the query scale explicitly "
-                       "for exact arithmetic",
+                       "scale: not given, and 1/sqrt(K) = 1/sqrt(2) is irrational; rule: exact scalars need the "
+                       "query scale tau when K is not a perfect square",
                        input_error);
   // K = 4: τ = 1/2, so o = (1/2) q · k v with S_0 = 0 and one token
   fixed_gain_inputs<R> one;

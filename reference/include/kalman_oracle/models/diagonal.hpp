@@ -37,16 +37,11 @@
 #include "kalman_oracle/io/validate.hpp"
 #include "kalman_oracle/models/delta_rule.hpp"
 #include "kalman_oracle/models/options.hpp"
+#include "kalman_oracle/models/query_scale.hpp"
 #include "kalman_oracle/scalar/traits.hpp"
 
 namespace kalman_oracle {
 
-#ifndef KALMAN_ORACLE_GATE_SPACE_DEFINED
-#define KALMAN_ORACLE_GATE_SPACE_DEFINED
-/// How decays are passed: fla's log-space gates g (decay α = e^g), or the decay α itself (linear),
-/// which exact rational tests need (e^g is irrational for rational g ≠ 0).
-enum class gate_space { log, linear };
-#endif
 
 /// Inputs of the diagonal KDN (MATH.md §4). Per-token parameters may be given in any shape that
 /// broadcasts (numpy rules, io/tensor.hpp) to the full shape named here.
@@ -129,38 +124,6 @@ T kdn_decay(const T& gate, gate_space gates) {
   }
 }
 
-/// τ: the given scale (finite, > 0), else fla's 1/√K: correctly rounded in MPFR, `K ** -0.5` in
-/// binary64 then converted for IEEE types (as fla and the fixed-gain models compute it). Over exact
-/// scalars 1/√K is rational only for a perfect square K; otherwise the caller must give τ.
-template <class T>
-T kdn_query_scale(const std::optional<T>& scale, std::size_t key_dim) {
-  if (scale) {
-    if (!scalar_traits<T>::is_finite(*scale) || !(*scale > 0)) {
-      std::ostringstream os;
-      os << "scale: " << *scale << "; rule: query scale tau must be finite and > 0";
-      throw input_error(os.str());
-    }
-    return *scale;
-  }
-  if constexpr (scalar_traits<T>::is_exact) {
-    std::size_t root = 0;
-    while ((root + 1) * (root + 1) <= key_dim) ++root;
-    if (root * root != key_dim)
-      throw input_error("scale: not given, and 1/sqrt(K) = 1/sqrt(" + std::to_string(key_dim) +
-                        ") is irrational; rule: exact scalars need the query scale tau when K is not a perfect square");
-    return T(1) / T(static_cast<long>(root));
-  } else if constexpr (std::is_same_v<T, mpfr_real>) {
-    T root_inverse;  // correctly rounded 1/√K, as the fixed-gain models compute it
-    mpfr_rec_sqrt(root_inverse.backend().data(), T(static_cast<long>(key_dim)).backend().data(), MPFR_RNDN);
-    return root_inverse;
-  } else if constexpr (std::is_floating_point_v<T>) {
-    return static_cast<T>(std::pow(static_cast<double>(key_dim), -0.5));  // fla: K ** -0.5, then the dtype
-  } else {
-    using std::sqrt;
-    return T(1) / T(sqrt(T(static_cast<long>(key_dim))));
-  }
-}
-
 /// A broadcast view of `x` to `full`, checked: first the shape (broadcast_view names the axis), then
 /// every source element with `check`.
 template <class T, class Check>
@@ -206,7 +169,7 @@ struct diagonal_kdn_problem {
         s0(kdn_view(kdn_or(inputs.initial_state, s0_default),
                     {dims.batch, dims.heads, dims.key_dim, dims.value_dim},
                     [](const tensor<T>& x) { require_finite(x); })),
-        tau(kdn_query_scale(inputs.scale, dims.key_dim)) {}
+        tau(query_scale(inputs.scale, dims.key_dim)) {}
   diagonal_kdn_problem(const diagonal_kdn_problem&) = delete;
   diagonal_kdn_problem& operator=(const diagonal_kdn_problem&) = delete;
 

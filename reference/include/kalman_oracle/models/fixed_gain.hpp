@@ -41,17 +41,11 @@
 #include "kalman_oracle/io/validate.hpp"
 #include "kalman_oracle/models/delta_rule.hpp"
 #include "kalman_oracle/models/options.hpp"
+#include "kalman_oracle/models/query_scale.hpp"
 #include "kalman_oracle/scalar/traits.hpp"
 
 namespace kalman_oracle {
 
-// Shared by every model that takes gates (the conventions of the reference); guarded so that
-// several model headers may declare it. It belongs in models/options.hpp.
-#ifndef KALMAN_ORACLE_GATE_SPACE_DEFINED
-#define KALMAN_ORACLE_GATE_SPACE_DEFINED
-/// How gates are given: fla's log space (decay α = e^g, g ≤ 0) or the decay α itself, in (0, 1].
-enum class gate_space { log, linear };
-#endif
 
 /// The member of the §7 family.
 enum class fixed_gain_rule { gla, delta_net, gated_delta_net, kda };
@@ -103,30 +97,6 @@ T exp_of(const T& x) {
   } else {
     using std::exp;
     return exp(x);
-  }
-}
-
-/// τ = 1/√K (fla: scale = K ** -0.5).
-template <class T>
-T default_scale(std::size_t channels, const std::string& key_name) {
-  if constexpr (scalar_traits<T>::is_exact) {
-    // Exactly 1/r when K = r², else 1/√K is irrational and the caller must choose τ.
-    std::size_t r = 0;
-    while ((r + 1) * (r + 1) <= channels) ++r;
-    if (r * r != channels)
-      throw input_error("scale: 1/sqrt(K) with K = " + std::to_string(channels) + " (from " + key_name +
-                        ") is irrational; rule: give the query scale explicitly for exact arithmetic");
-    return T(1) / T(static_cast<long>(r));
-  } else if constexpr (std::is_same_v<T, mpfr_real>) {
-    T r;
-    mpfr_rec_sqrt(r.backend().data(), T(static_cast<long>(channels)).backend().data(), MPFR_RNDN);
-    return r;  // correctly rounded
-  } else if constexpr (std::is_floating_point_v<T>) {
-    // Python's float power, as fla computes it (then passed to the kernel as the dtype).
-    return static_cast<T>(std::pow(static_cast<double>(channels), -0.5));
-  } else {
-    using std::sqrt;
-    return T(1) / sqrt(T(static_cast<long>(channels)));
   }
 }
 
@@ -284,13 +254,7 @@ class problem {
       require_finite(*in_.initial_state);
     }
 
-    if (in_.scale) {
-      if (!scalar_traits<T>::is_finite(*in_.scale))
-        throw input_error("scale: is not finite; rule: the query scale must be finite");
-      scale_ = *in_.scale;
-    } else {
-      scale_ = default_scale<T>(K_, in_.k.name());
-    }
+    scale_ = query_scale(in_.scale, K_);
   }
 
   const fixed_gain_inputs<T>& in_;

@@ -88,7 +88,7 @@ struct isotropic_kdn_problem {
         s0(kdn_view(kdn_or(inputs.initial_state, s0_default),
                     {dims.batch, dims.heads, dims.key_dim, dims.value_dim},
                     [](const tensor<T>& x) { require_finite(x); })),
-        tau(kdn_query_scale(inputs.scale, dims.key_dim)) {}
+        tau(query_scale(inputs.scale, dims.key_dim)) {}
   isotropic_kdn_problem(const isotropic_kdn_problem&) = delete;
   isotropic_kdn_problem& operator=(const isotropic_kdn_problem&) = delete;
 

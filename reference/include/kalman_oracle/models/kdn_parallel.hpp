@@ -31,6 +31,7 @@
 #include "kalman_oracle/io/validate.hpp"
 #include "kalman_oracle/models/delta_rule.hpp"
 #include "kalman_oracle/models/diagonal.hpp"
+#include "kalman_oracle/models/fixed_gain.hpp"
 #include "kalman_oracle/models/isotropic.hpp"
 #include "kalman_oracle/models/options.hpp"
 #include "kalman_oracle/scan/schedules.hpp"
@@ -100,36 +101,22 @@ std::vector<T> kdn_initial_state(const broadcast_view<T>& s0, std::size_t b, std
 
 }  // namespace detail
 
-/// The memory path alone, gains given (§7's two-key rule; with κ_t = β_t k_t it is KDA).
+/// The memory path alone, gains given (§7's two-key rule; with κ_t = β_t k_t it is KDA). It is the
+/// fixed-gain family's given-gain rule, so it delegates to fixed_gain_forward (one implementation).
 template <class T>
 kdn_memory_outputs<T> kdn_memory_forward(const kdn_memory_inputs<T>& inputs, const run_options& options = {}) {
-  const detail::kdn_dims d = detail::kdn_check_qkv(inputs.q, inputs.k, inputs.v);
-  const std::size_t K = d.key_dim, V = d.value_dim;
-  const shape_t full_key{d.batch, d.tokens, d.heads, K};
-  const broadcast_view<T> g =
-      detail::kdn_view(inputs.g, full_key, [&](const tensor<T>& x) { detail::kdn_check_gates(x, inputs.gates); });
-  const broadcast_view<T> gain = detail::kdn_view(inputs.gain, full_key, [](const tensor<T>& x) { require_finite(x); });
-  const tensor<T> s0_default("initial_state", {1}, T(0));
-  const broadcast_view<T> s0 = detail::kdn_view(detail::kdn_or(inputs.initial_state, s0_default),
-                                                {d.batch, d.heads, K, V}, [](const tensor<T>& x) { require_finite(x); });
-  const T tau = detail::kdn_query_scale(inputs.scale, K);
-
-  kdn_memory_outputs<T> out{tensor<T>("o", {d.batch, d.tokens, d.heads, V}),
-                            tensor<T>("final_state", {d.batch, d.heads, K, V})};
-  detail::parallel_for(d.batch * d.heads, options.threads, [&](std::size_t bh) {
-    const std::size_t b = bh / d.heads, h = bh % d.heads;
-    std::vector<T> alpha(d.tokens * K), kappa(d.tokens * K);
-    for (std::size_t t = 0; t < d.tokens; ++t)
-      for (std::size_t i = 0; i < K; ++i) {
-        alpha[t * K + i] = detail::kdn_decay(g(b, t, h, i), inputs.gates);
-        kappa[t * K + i] = gain(b, t, h, i);
-      }
-    std::vector<T> state = detail::kdn_initial_state(s0, b, h, K, V);
-    detail::kdn_memory_head<T>(inputs.q, inputs.k, inputs.v, b, h, alpha, kappa, tau, state, out.o);
-    for (std::size_t i = 0; i < K; ++i)
-      for (std::size_t j = 0; j < V; ++j) out.final_state(b, h, i, j) = state[i * V + j];
-  });
-  return out;
+  fixed_gain_inputs<T> rule;
+  rule.rule = fixed_gain_rule::kda;
+  rule.q = inputs.q;
+  rule.k = inputs.k;
+  rule.v = inputs.v;
+  rule.g = inputs.g;
+  rule.gates = inputs.gates;
+  rule.gain = inputs.gain;
+  rule.initial_state = inputs.initial_state;
+  rule.scale = inputs.scale;
+  fixed_gain_outputs<T> out = fixed_gain_forward(rule, run_options{options.threads, false});
+  return {std::move(out.o), std::move(out.final_state)};
 }
 
 // ---- Diagonal KDN (§4) ---------------------------------------------------------------------------
