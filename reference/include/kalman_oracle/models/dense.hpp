@@ -518,22 +518,6 @@ void write_token(Outputs& out, const problem<T>& pb, std::size_t b, std::size_t 
   }
 }
 
-/// MPFR keeps per-thread caches (π, log 2, ...), which the log likelihood fills; only the thread
-/// that owns them can free them (mpfr_free_cache2), and parallel_for's workers end without doing
-/// so, which LeakSanitizer reports. So each (batch, head) problem frees them when it ends, normally
-/// or by an exception: they are rebuilt on demand, at the cost of one π and one log 2 per problem.
-/// (This belongs at the end of each worker in detail/parallel_for.hpp.)
-template <class T>
-struct thread_cache_guard {
-  thread_cache_guard() = default;
-  thread_cache_guard(const thread_cache_guard&) = delete;
-  thread_cache_guard& operator=(const thread_cache_guard&) = delete;
-  ~thread_cache_guard() {
-    if constexpr (std::is_same_v<T, mpfr_real> || std::is_same_v<T, mpfi_interval>)
-      mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
-  }
-};
-
 template <class T, class Outputs>
 void write_final(Outputs& out, const problem<T>& pb, std::size_t b, std::size_t h, const dense_matrix<T>& state,
                  const dense_matrix<T>& covariance) {
@@ -579,7 +563,6 @@ dense_outputs<T> dense_forward(const dense_inputs<T>& in, const run_options& opt
   const std::size_t K = pb.key_dim;
 
   detail::parallel_for(pb.batch * pb.heads, options.threads, [&](std::size_t problem_index) {
-    const dense_detail::thread_cache_guard<T> release_caches;
     const std::size_t b = problem_index / pb.heads, h = problem_index % pb.heads;
     matrix S = pb.initial_state(b, h);
     matrix P = pb.initial_covariance(b, h);

@@ -109,7 +109,6 @@ information_outputs<T> information_forward(const information_inputs<T>& in, cons
   if (options.internals) out.predicted_precision = tensor<T>("predicted_precision", {B, L, H, K, K});
 
   detail::parallel_for(B * H, options.threads, [&](std::size_t problem_index) {
-    const dense_detail::thread_cache_guard<T> release_caches;
     const std::size_t b = problem_index / H, h = problem_index % H;
     // Y_0 = P_0⁻¹ (P_0 was checked positive definite; in floating point the elimination may still
     // fail for a P_0 singular to working precision), H_0 = Y_0 S_0.
