@@ -42,7 +42,6 @@
 
 namespace kalman_oracle {
 
-
 /// Inputs of the diagonal KDN (MATH.md §4). Per-token parameters may be given in any shape that
 /// broadcasts (numpy rules, io/tensor.hpp) to the full shape named here.
 template <class T>
