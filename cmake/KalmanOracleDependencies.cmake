@@ -11,6 +11,8 @@ set_target_properties(KalmanOracle::mpfi PROPERTIES
   IMPORTED_LOCATION ${MPFI_LIBRARY} INTERFACE_INCLUDE_DIRECTORIES ${MPFI_INCLUDE_DIR})
 find_package(Eigen3 3.4 REQUIRED NO_MODULE)   # dense and information forms
 find_package(CLI11 REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)      # safetensors headers, fixture metadata, reports
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)  # SHA-256 of fixture manifests
 if(KALMAN_ORACLE_TESTS)
   find_package(doctest REQUIRED)
   find_package(rapidcheck REQUIRED)

@@ -6,6 +6,10 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libboost-dev libmpfr-dev libgmp-dev libmpfi-dev libeigen3-dev
   librapidcheck-dev doctest-dev nlohmann-json3-dev libcli11-dev
+  libssl-dev
+  clang libclang-rt-14-dev
+  coq libcoq-flocq libcoq-interval gappa libcoq-gappa
+  python3 python3-pip python3-venv
 )
 
 missing=()

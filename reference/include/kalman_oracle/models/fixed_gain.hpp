@@ -85,6 +85,9 @@ struct fixed_gain_outputs {
   tensor<T> final_state;  ///< [B, H, K, V]
   /// With run_options.internals: the gain used per token [B, T, H, K].
   std::optional<tensor<T>> gain;
+  /// With run_options.internals (sequential form only): ‖S_t‖_F² after token t [B, T, H], the state
+  /// size the norm-wise error scale of the delta rules uses (docs/error-model.md).
+  std::optional<tensor<T>> state_norm_squared;
 };
 
 namespace detail::fixed_gain {
@@ -333,6 +336,11 @@ void run_head(const problem<T>& p, std::size_t b, std::size_t h, fixed_gain_outp
   const auto read = [&](std::size_t t) {
     read_state<T>(state, p.query(b, t, h), p.scale(), o);  // o_t = S_tᵀ (τ q_t)
     for (std::size_t j = 0; j < V; ++j) out.o(b, t, h, j) = o[j];
+    if (out.state_norm_squared) {
+      T sum(0);
+      for (const T& s : S) sum += s * s;
+      (*out.state_norm_squared)(b, t, h) = sum;
+    }
   };
 
   const bool decay_after = KALMAN_ORACLE_MUTANT(fixed_gain_decay_after_delta, false, true);
@@ -355,6 +363,7 @@ template <class T>
 fixed_gain_outputs<T> fixed_gain_forward(const fixed_gain_inputs<T>& inputs, const run_options& options = {}) {
   const detail::fixed_gain::problem<T> p(inputs);
   auto out = detail::fixed_gain::make_outputs(p, options);
+  if (options.internals) out.state_norm_squared.emplace("state_norm_squared", shape_t{p.batch(), p.tokens(), p.heads()});
   detail::parallel_for(p.batch() * p.heads(), options.threads, [&](std::size_t bh) {
     detail::fixed_gain::run_head(p, bh / p.heads(), bh % p.heads(), out);
   });
