@@ -45,50 +45,54 @@ struct budget_entry {
 
 // clang-format off
 inline constexpr budget_entry budget_table[] = {
-  // GLA (abs scale): state 3 roundings per token (exp, product, sum) + the write; readout K + 2.
-  {"gla", "o",           {5, 3, 1, 0, 0, 0},  true, "GLA"},
-  {"gla", "final_state", {2, 3, 0, 0, 0, 0},  true, "GLA"},
-  // Delta rules (norm scale), hypotheses ‖k‖₂ <= 1 (+ dtype rounding), β ∈ [0, 2], g <= 0.
+  // GLA (abs scale): 4 roundings per later token on each term (exp within 1 ulp counts 2, the
+  // product by α, the sum), 2 for the write; the readout K + 2 (τ, τq, the products, K − 1 sums).
+  {"gla", "o",           {4, 4, 1, 0, 0, 0},  true, "GLA"},
+  {"gla", "final_state", {2, 4, 0, 0, 0, 0},  true, "GLA"},
+  // Delta rules (norm scale): docs/math.md's sequential bound 2(2K + 16)T u M and the readout
+  // (K + 2) u M, under ‖k‖₂ <= 1, β ∈ [0, 2], g <= 0.
   {"delta_net",       "o",           {2, 32, 1, 4, 0, 0}, true, "Delta rules"},
   {"delta_net",       "final_state", {0, 32, 0, 4, 0, 0}, true, "Delta rules"},
   {"gated_delta_net", "o",           {2, 32, 1, 4, 0, 0}, true, "Delta rules"},
   {"gated_delta_net", "final_state", {0, 32, 0, 4, 0, 0}, true, "Delta rules"},
   {"kda",             "o",           {2, 32, 1, 4, 0, 0}, true, "Delta rules"},
   {"kda",             "final_state", {0, 32, 0, 4, 0, 0}, true, "Delta rules"},
-  // KLA: λ 6 per token (log-Lipschitz 1); α adds 3 and λ's error; η sums them over its terms.
-  {"kla", "final_lambda", {0, 6, 0, 0, 0, 0},  true, "KLA"},
-  {"kla", "lambda",       {0, 6, 0, 0, 0, 0},  true, "KLA"},
-  {"kla", "y_var",        {1, 6, 1, 0, 0, 0},  true, "KLA"},
-  {"kla", "final_eta",    {2, 4, 0, 0, 3, 0},  true, "KLA"},
-  {"kla", "eta",          {2, 4, 0, 0, 3, 0},  true, "KLA"},
-  {"kla", "y",            {4, 10, 1, 0, 3, 0}, true, "KLA"},
-  // Diagonal KDN: covariance path 9 per token (log-Lipschitz 1); memory: delta-rule bound plus the
-  // gain's error summed over tokens (first order: an estimate, I − κkᵀ is not Frobenius-non-expansive).
-  {"kdn_diagonal", "final_covariance",     {0, 9, 0, 0, 0, 0},    true,  "KDN covariances"},
-  {"kdn_diagonal", "predicted_covariance", {0, 9, 0, 0, 0, 0},    true,  "KDN covariances"},
-  {"kdn_diagonal", "readout_variance",     {2, 9, 1, 0, 0, 0},    true,  "KDN covariances"},
-  {"kdn_diagonal", "gain",                 {4, 18, 1, 0, 0, 0},   true,  "KDN covariances"},
-  {"kdn_diagonal", "o",                    {2, 32, 1, 4, 18, 0},  false, "KDN memory"},
-  {"kdn_diagonal", "final_state",          {0, 32, 0, 4, 18, 0},  false, "KDN memory"},
-  // Isotropic KDN: b path (2K + 9) per token; memory as above with β's error.
-  {"kdn_isotropic", "final_covariance",     {0, 9, 0, 2, 0, 0},   true,  "KDN covariances"},
-  {"kdn_isotropic", "predicted_covariance", {0, 9, 0, 2, 0, 0},   true,  "KDN covariances"},
-  {"kdn_isotropic", "readout_variance",     {3, 9, 1, 2, 0, 0},   true,  "KDN covariances"},
-  {"kdn_isotropic", "beta",                 {4, 18, 1, 4, 0, 0},  true,  "KDN covariances"},
-  {"kdn_isotropic", "o",                    {2, 32, 1, 4, 18, 4}, false, "KDN memory"},
-  {"kdn_isotropic", "final_state",          {0, 32, 0, 4, 18, 4}, false, "KDN memory"},
+  // KLA: λ by the Möbius scan with trace or max-entry rescaling, 2(4t + 3(t − 1)) + 5 <= 14t + 5 (the
+  // sequential recursion needs only 4t); α_t adds 3 to λ_{t−1}'s; η sums them over its terms.
+  {"kla", "final_lambda", {5, 14, 0, 0, 0, 0},  true, "KLA"},
+  {"kla", "lambda",       {5, 14, 0, 0, 0, 0},  true, "KLA"},
+  {"kla", "y_var",        {6, 14, 1, 0, 0, 0},  true, "KLA"},
+  {"kla", "final_eta",    {3, 9, 0, 0, 7, 0},   true, "KLA"},
+  {"kla", "eta",          {3, 9, 0, 0, 7, 0},   true, "KLA"},
+  {"kla", "y",            {9, 23, 1, 0, 7, 0},  true, "KLA"},
+  // Diagonal KDN: p by the Möbius scan, 16t + 1 (sequential 9t); the gain doubles it; the memory is
+  // the delta-rule bound plus the gain's error summed over tokens (an estimate: I − κkᵀ is not
+  // non-expansive in the Frobenius norm).
+  {"kdn_diagonal", "final_covariance",     {1, 16, 0, 0, 0, 0},   true,  "KDN covariances"},
+  {"kdn_diagonal", "predicted_covariance", {1, 16, 0, 0, 0, 0},   true,  "KDN covariances"},
+  {"kdn_diagonal", "readout_variance",     {4, 16, 1, 0, 0, 0},   true,  "KDN covariances"},
+  {"kdn_diagonal", "gain",                 {6, 32, 1, 0, 0, 0},   true,  "KDN covariances"},
+  {"kdn_diagonal", "o",                    {2, 32, 1, 4, 32, 0},  false, "KDN memory"},
+  {"kdn_diagonal", "final_state",          {0, 32, 0, 4, 32, 0},  false, "KDN memory"},
+  // Isotropic KDN: b by the scan, (4K + 16)t + 1 (sequential (2K + 9)t); β doubles it.
+  {"kdn_isotropic", "final_covariance",     {1, 16, 0, 4, 0, 0},   true,  "KDN covariances"},
+  {"kdn_isotropic", "predicted_covariance", {1, 16, 0, 4, 0, 0},   true,  "KDN covariances"},
+  {"kdn_isotropic", "readout_variance",     {5, 16, 1, 4, 0, 0},   true,  "KDN covariances"},
+  {"kdn_isotropic", "beta",                 {4, 32, 1, 8, 0, 0},   true,  "KDN covariances"},
+  {"kdn_isotropic", "o",                    {2, 32, 1, 4, 16, 4},  false, "KDN memory"},
+  {"kdn_isotropic", "final_state",          {0, 32, 0, 4, 16, 4},  false, "KDN memory"},
   // Dense and information forms: first-order estimates (docs/math.md), not proofs.
-  {"dense", "o",                   {2, 32, 1, 4, 18, 4}, false, "Dense and information"},
-  {"dense", "final_state",         {0, 32, 0, 4, 18, 4}, false, "Dense and information"},
+  {"dense", "o",                   {2, 32, 1, 4, 16, 4}, false, "Dense and information"},
+  {"dense", "final_state",         {0, 32, 0, 4, 16, 4}, false, "Dense and information"},
   {"dense", "final_covariance",    {0, 16, 0, 4, 0, 0},  false, "Dense and information"},
   {"dense", "innovation_variance", {4, 16, 2, 4, 0, 0},  false, "Dense and information"},
-  {"dense", "mahalanobis",         {4, 16, 2, 4, 18, 4}, false, "Dense and information"},
+  {"dense", "mahalanobis",         {4, 16, 2, 4, 16, 4}, false, "Dense and information"},
   {"dense", "readout_variance",    {4, 16, 2, 4, 0, 0},  false, "Dense and information"},
-  {"dense", "log_likelihood",      {8, 16, 2, 4, 18, 4}, false, "Dense and information"},
-  {"information", "o",                 {2, 64, 1, 8, 18, 4}, false, "Dense and information"},
-  {"information", "final_state",       {0, 64, 0, 8, 18, 4}, false, "Dense and information"},
+  {"dense", "log_likelihood",      {8, 16, 2, 4, 16, 4}, false, "Dense and information"},
+  {"information", "o",                 {2, 64, 1, 8, 16, 4}, false, "Dense and information"},
+  {"information", "final_state",       {0, 64, 0, 8, 16, 4}, false, "Dense and information"},
   {"information", "final_precision",   {0, 64, 0, 8, 0, 0},  false, "Dense and information"},
-  {"information", "final_information", {0, 64, 0, 8, 18, 4}, false, "Dense and information"},
+  {"information", "final_information", {0, 64, 0, 8, 16, 4}, false, "Dense and information"},
 };
 // clang-format on
 
