@@ -37,15 +37,17 @@
 #include <fstream>
 #include <limits>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "kalman_oracle/io/tensor.hpp"
 
@@ -108,8 +110,9 @@ struct tensor_entry {
   friend bool operator==(const tensor_entry&, const tensor_entry&) = default;
 };
 
-/// Reference Rust implementation's limits: a header of at most 100 MB; this reader also caps the
-/// rank (no tensor of the models has more than 5 axes; 16 leaves room and bounds the work).
+/// The reference Rust implementation's limit: a header of at most 100 MB. This reader also caps the
+/// rank: the models' tensors have a handful of axes ([B, T, H, D], states [B, H, K, V]); 16 leaves
+/// room and bounds what a header can make the reader store per tensor.
 inline constexpr std::uint64_t max_header_bytes = 100'000'000;
 inline constexpr std::size_t max_rank = 16;
 
@@ -192,8 +195,9 @@ inline double binary_bits_to_double(std::uint32_t bits, int fraction_bits, int e
 /// The header, read by a SAX handler instead of into a DOM: the rules are checked as each token
 /// arrives, so a 100 MB header of nested arrays or junk keys is refused at its first wrong token
 /// instead of being built first, and duplicate keys (which a DOM silently merges) are seen.
-/// Allowed depths: 0 the root object, 1 a tensor's object or "__metadata__", 2 a tensor's field
-/// or a metadata value, 3 an element of shape or data_offsets.
+/// depth_ counts the open containers: inside the root object (1) are the tensors' objects and
+/// "__metadata__", inside those (2) the fields and the metadata strings, inside shape and
+/// data_offsets (3) the integers. A container anywhere else is refused at its opening token.
 struct header_entry {
   std::optional<dtype> type;
   std::optional<shape_t> shape;
@@ -213,7 +217,9 @@ class header_reader {
   // --- nlohmann::json_sax interface -------------------------------------------------------
   bool null() { return scalar("null"); }
   bool boolean(bool v) { return scalar(v ? "true" : "false"); }
-  bool number_integer(json::number_integer_t v) { return scalar(std::to_string(v)); }
+  // nlohmann reports only negative integers here (non-negative ones are number_unsigned), so a 0
+  // can only have been written "-0".
+  bool number_integer(json::number_integer_t v) { return scalar(v == 0 ? "-0" : std::to_string(v)); }
   bool number_unsigned(json::number_unsigned_t v) {
     if (depth_ == 3) return element(v);
     return scalar(std::to_string(v));

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Builds the safetensors libFuzzer harness into OUT_DIR and fuzzes for SECONDS seconds; SECONDS = 0
+# only replays the seed corpus (every seed once, -runs=0). Exits non-zero on any crash, sanitizer
+# report or leak; prints "SKIP: clang++ with libFuzzer not found" and exits 0 where there is none.
+#
+#   fuzz/run_fuzzer.sh OUT_DIR SECONDS
+#
+# New inputs go to OUT_DIR/corpus (fresh on every run, listed first so libFuzzer writes there);
+# the repository's corpus comes second and is only read (checked: its checksums must not change).
+# Crash inputs land in OUT_DIR/artifacts/. CXX_FUZZ overrides the compiler.
+set -euo pipefail
+
+if [ $# -ne 2 ] || ! [[ "$2" =~ ^[0-9]+$ ]]; then
+  echo "usage: $0 OUT_DIR SECONDS   (SECONDS = 0: replay the seed corpus only)" >&2
+  exit 2
+fi
+out=$1
+seconds=$2
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+seeds=$repo/fuzz/corpus/safetensors
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+
+# A clang++ whose -fsanitize=fuzzer links: try a trivial harness (GCC has no libFuzzer).
+cxx=""
+for candidate in ${CXX_FUZZ:-} clang++ clang++-19 clang++-18 clang++-17 clang++-16 clang++-15 clang++-14; do
+  command -v "$candidate" >/dev/null 2>&1 || continue
+  printf '#include <cstdint>\n#include <cstddef>\nextern "C" int LLVMFuzzerTestOneInput(const uint8_t*, size_t) { return 0; }\n' \
+    >"$out/probe.cpp"
+  if "$candidate" -fsanitize=fuzzer "$out/probe.cpp" -o "$out/probe" >/dev/null 2>&1; then
+    cxx=$candidate
+    break
+  fi
+done
+rm -f "$out/probe.cpp" "$out/probe"
+if [ -z "$cxx" ]; then
+  echo "SKIP: clang++ with libFuzzer not found"
+  exit 0
+fi
+
+# -fno-sanitize-recover: UBSan only prints by default; the fuzzer must stop on the first report.
+"$cxx" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+  -I "$repo/reference/include" "$repo/fuzz/safetensors_fuzzer.cpp" -o "$out/safetensors_fuzzer"
+
+# Tokens of the format, so mutations reach past the JSON syntax into the rules.
+cat >"$out/safetensors.dict" <<'EOF'
+"\"dtype\""
+"\"shape\""
+"\"data_offsets\""
+"\"__metadata__\""
+"\"F64\""
+"\"F32\""
+"\"F16\""
+"\"BF16\""
+"\"I64\""
+"\"I32\""
+"\"I8\""
+"\"U8\""
+"[0,0]"
+"[]"
+"{}"
+"\"\\u0000\""
+"18446744073709551615"
+"4294967296"
+"-1"
+"1e400"
+EOF
+
+checksum() { (cd "$seeds" && find . -type f -print0 | sort -z | xargs -0 sha256sum); }
+before=$(checksum)
+nseeds=$(find "$seeds" -type f | wc -l)
+
+rm -rf "$out/corpus" "$out/artifacts"
+mkdir -p "$out/corpus" "$out/artifacts"
+log=$out/fuzz.log
+common=(-timeout=10 -rss_limit_mb=2048 -artifact_prefix="$out/artifacts/" -dict="$out/safetensors.dict")
+status=0
+if [ "$seconds" -eq 0 ]; then
+  echo "replaying $nseeds seeds from $seeds"
+  "$out/safetensors_fuzzer" "${common[@]}" -runs=0 "$out/corpus" "$seeds" >"$log" 2>&1 || status=$?
+else
+  echo "fuzzing for $seconds s with $nseeds seeds from $seeds (log: $log)"
+  "$out/safetensors_fuzzer" "${common[@]}" -max_total_time="$seconds" -print_final_stats=1 \
+    "$out/corpus" "$seeds" >"$log" 2>&1 || status=$?
+fi
+tail -n 25 "$log"
+
+if [ "$(checksum)" != "$before" ]; then
+  echo "FAIL: the repository corpus $seeds was modified" >&2
+  exit 1
+fi
+if [ "$status" -ne 0 ]; then
+  echo "---- first report in $log:" >&2
+  grep -m1 -A40 -E "ERROR: |runtime error|safetensors_fuzzer: " "$log" >&2 || true
+  echo "FAIL: the fuzzer exited with $status; crash inputs in $out/artifacts: $(ls "$out/artifacts")" >&2
+  exit "$status"
+fi
+# libFuzzer reads every seed at start-up; make sure none was skipped (e.g. unreadable).
+if ! grep -q "seed corpus: files: $nseeds " "$log"; then
+  echo "FAIL: libFuzzer did not read all $nseeds seeds" >&2
+  exit 1
+fi
+echo "PASS: no crash ($( [ "$seconds" -eq 0 ] && echo "corpus replay" || echo "$seconds s" ))"
