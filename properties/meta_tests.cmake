@@ -51,4 +51,13 @@ set(KALMAN_ORACLE_META_TESTS
   dense_gain_after_write:models_cross
   # rounding: correctly rounded conversions from MPFR (scalar/rounding.hpp)
   round_ties_away:rounding
+  # grad: reference adjoints = tape = duals = central differences (reference/include/kalman_oracle/grad/*.hpp)
+  grad_memory_erase_sign:grad
+  grad_log_gate_linear_branch:grad
+  grad_broadcast_overwrites:grad
+  grad_kla_missing_mean_term:grad
+  grad_kla_noise_wrong_time:grad
+  grad_kdn_covariance_wrong_time:grad
+  grad_dense_missing_gain_term:grad
+  grad_wy_missing_state_term:grad
 )

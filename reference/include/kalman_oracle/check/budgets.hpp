@@ -93,6 +93,16 @@ inline constexpr budget_entry budget_table[] = {
   {"information", "final_state",       {0, 64, 0, 8, 16, 4}, false, "Dense and information"},
   {"information", "final_precision",   {0, 64, 0, 8, 0, 0},  false, "Dense and information"},
   {"information", "final_information", {0, 64, 0, 8, 16, 4}, false, "Dense and information"},
+  // Gradients (tensor_max scale), every input of a model: estimates (docs/error-model.md, "Gradients").
+  {"gla",             "gradients", {8, 16, 2, 0, 0, 0},   false, "Gradients"},
+  {"delta_net",       "gradients", {8, 64, 2, 8, 0, 0},   false, "Gradients"},
+  {"gated_delta_net", "gradients", {8, 64, 2, 8, 0, 0},   false, "Gradients"},
+  {"kda",             "gradients", {8, 64, 2, 8, 0, 0},   false, "Gradients"},
+  {"kdn_diagonal",    "gradients", {8, 64, 2, 8, 64, 0},  false, "Gradients"},
+  {"kdn_isotropic",   "gradients", {8, 64, 2, 8, 32, 8},  false, "Gradients"},
+  {"kla",             "gradients", {16, 64, 2, 0, 28, 0}, false, "Gradients"},
+  {"dense",           "gradients", {8, 64, 2, 8, 32, 8},  false, "Gradients"},
+  {"information",     "gradients", {8, 64, 2, 8, 32, 8},  false, "Gradients"},
 };
 // clang-format on
 

@@ -1,0 +1,371 @@
+// The memory adjoint in chunked (WY / UT-transform) form: the backward pass a chunked kernel follows
+// (fla's chunk_* backward kernels), for the fixed-gain family (models/fixed_gain_chunked.hpp).
+//
+//     gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& in, const cotangents<T>& cot,
+//                                              std::size_t chunk_size)
+//
+// Same cotangents, gradient names and shapes as fixed_gain_backward (grad/fixed_gain.hpp), and the
+// same values: over exact arithmetic, for every chunk size (properties/grad_fixed_gain.cpp).
+//
+// Forward per chunk (models/fixed_gain_chunked.hpp), from the chunk-start state S, local tokens
+// t = 0..n−1, row scale r_t, erase key e_t, write key w_t, τq_t = sq_t, Γ_t the cumulative decay,
+// Γ⁻_t = 1/Γ_t, ρ_tj = Γ_t ⊙ Γ⁻_j:
+//     A_tj = r_t Σ_i e_ti ρ_tj,i w_ji (j < t),  𝒯 = (I + A)⁻¹,  X_t = r_t Γ_t ⊙ e_t,  Y_t = r_t v_t
+//     W = 𝒯 X,  U = 𝒯 Y,  Ũ = U − W S
+//     o_t = Sᵀ(Γ_t ⊙ sq_t) + Σ_{m≤t} σ_tm Ũ_m,   σ_tm = Σ_i sq_ti ρ_tm,i w_mi
+//     S' = diag(Γ_L) S + Σ_m diag(ρ_Lm) w_m Ũ_mᵀ    (L = n − 1)
+// Reverse per chunk (chunks last to first; dS ← dS' on entry, dS_prev built on the way):
+//   1. carry:   dS_prev = diag(Γ_L) dS' ;  dΓ_L += (dS' ⊙ S) 1 ;  dŨ_m += (ρ_Lm ⊙ w_m)ᵀ dS' ;
+//               with c_m = ρ_Lm ⊙ w_m, dc_m = dS' Ũ_m: dρ_Lm += dc_m ⊙ w_m, dw_m += dc_m ⊙ ρ_Lm
+//   2. outputs: dS_prev += Σ_t (Γ_t ⊙ sq_t) do_tᵀ ;  d(Γ_t ⊙ sq_t) = S do_t ;
+//               dσ_tm = do_tᵀ Ũ_m ;  dŨ_m += Σ_{t≥m} σ_tm do_t ;  σ's factors get dσ_tm times the others
+//   3. Ũ = U − W S:   dU = dŨ ;  dW = −dŨ Sᵀ ;  dS_prev −= Wᵀ dŨ
+//   4. W = 𝒯X, U = 𝒯Y:   d𝒯 = dU Yᵀ + dW Xᵀ ;  dX = 𝒯ᵀ dW ;  dY = 𝒯ᵀ dU
+//   5. 𝒯 = (I + A)⁻¹:    dA = −𝒯ᵀ d𝒯 𝒯ᵀ, read on the strictly lower triangle (the entries A has)
+//   6. A, X, Y → r, e, w, v, ρ, Γ (products: each factor gets the cotangent times the others)
+//   7. ρ_tj = Γ_t ⊙ Γ⁻_j:   dΓ_t += dρ_tj ⊙ Γ⁻_j ;  dΓ⁻_j += dρ_tj ⊙ Γ_t
+//   8. decays, inside the chunk: log gates G_t = Σ_{s≤t} g_s, Γ = e^G, Γ⁻ = e^{−G}:
+//        dG_t = dΓ_t Γ_t − dΓ⁻_t Γ⁻_t,  dg_s = Σ_{t≥s} dG_t (a reverse cumulative sum);
+//      linear decays P_t = Π_{s≤t} α_s, Γ = P, Γ⁻ = 1/P:
+//        dP_t = dΓ_t − dΓ⁻_t / P_t²,  dα_s = (Σ_{t≥s} dP_t P_t) / α_s;
+//      GDN: one gate per head, the sum over channels
+//   9. r, e, w → inputs: β-form r = β, e = w = k (dβ = dr, dk = de + dw); given gain r = 1, e = k,
+//      w = κ (dk = de, dκ = dw); GLA r = 1, w = k, no erase (dk = dw); dq = τ dsq, dτ += qᵀ dsq.
+// dS_prev is the next (earlier) chunk's dS'; after the first chunk it is dS_0.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <optional>
+#include <vector>
+
+#include "kalman_oracle/detail/mutant.hpp"
+#include "kalman_oracle/grad/common.hpp"
+#include "kalman_oracle/models/fixed_gain.hpp"
+#include "kalman_oracle/models/fixed_gain_chunked.hpp"
+
+namespace kalman_oracle {
+
+namespace grad_detail {
+
+/// Every intermediate of one chunk's forward pass, from its start state (see the top).
+template <class T>
+struct wy_chunk {
+  std::size_t n = 0;
+  std::vector<T> r;
+  std::vector<std::vector<T>> e, w, v, sq, q, gamma, gamma_inv, Tm, X, Y, W, U;  // U holds Ũ
+
+  T ratio(std::size_t t, std::size_t j, std::size_t i) const { return gamma[t][i] * gamma_inv[j][i]; }
+};
+
+template <class T>
+wy_chunk<T> wy_forward(const detail::fixed_gain::problem<T>& p, std::size_t b, std::size_t h, std::size_t c0,
+                       std::size_t n, const std::vector<T>& S) {
+  const std::size_t K = p.key_dim(), V = p.value_dim();
+  wy_chunk<T> c;
+  c.n = n;
+  c.r.assign(n, T(1));
+  c.e.resize(n), c.w.resize(n), c.v.resize(n), c.sq.resize(n), c.q.resize(n);
+  for (std::size_t t = 0; t < n; ++t) {
+    const std::size_t tok = c0 + t;
+    c.e[t] = p.key(b, tok, h);
+    c.v[t] = p.value(b, tok, h);
+    c.q[t] = p.query(b, tok, h);
+    c.sq[t] = c.q[t];
+    for (auto& x : c.sq[t]) x = p.scale() * x;
+    if (p.given_gain()) {
+      c.w[t].resize(K);
+      for (std::size_t i = 0; i < K; ++i) c.w[t][i] = p.kappa(b, tok, h, i);
+    } else {
+      c.w[t] = c.e[t];
+      if (p.erases()) c.r[t] = p.beta(b, tok, h);
+    }
+  }
+  c.gamma.assign(n, std::vector<T>(K, T(1)));
+  c.gamma_inv.assign(n, std::vector<T>(K, T(1)));
+  if (p.decays()) {
+    std::vector<T> acc(K, p.gates() == gate_space::log ? T(0) : T(1));
+    for (std::size_t t = 0; t < n; ++t)
+      for (std::size_t i = 0; i < K; ++i) {
+        if (p.gates() == gate_space::log) {
+          acc[i] += p.gate(b, c0 + t, h, i);
+          c.gamma[t][i] = detail::fixed_gain::exp_of(acc[i]);
+          c.gamma_inv[t][i] = detail::fixed_gain::exp_of(T(-acc[i]));
+        } else {
+          acc[i] *= p.gate(b, c0 + t, h, i);
+          c.gamma[t][i] = acc[i];
+          c.gamma_inv[t][i] = T(1) / acc[i];
+        }
+      }
+  }
+  std::vector<std::vector<T>> A(n, std::vector<T>(n, T(0)));
+  if (p.erases())
+    for (std::size_t t = 0; t < n; ++t)
+      for (std::size_t j = 0; j < t; ++j) {
+        T dot(0);
+        for (std::size_t i = 0; i < K; ++i) dot += c.e[t][i] * c.ratio(t, j, i) * c.w[j][i];
+        A[t][j] = c.r[t] * dot;
+      }
+  c.Tm.assign(n, std::vector<T>(n, T(0)));
+  for (std::size_t j = 0; j < n; ++j) {
+    c.Tm[j][j] = T(1);
+    for (std::size_t t = j + 1; t < n; ++t) {
+      T sum(0);
+      for (std::size_t m = j; m < t; ++m) sum += A[t][m] * c.Tm[m][j];
+      c.Tm[t][j] = -sum;
+    }
+  }
+  c.X.assign(n, std::vector<T>(K, T(0)));
+  c.Y.assign(n, std::vector<T>(V, T(0)));
+  for (std::size_t t = 0; t < n; ++t) {
+    if (p.erases())
+      for (std::size_t i = 0; i < K; ++i) c.X[t][i] = c.r[t] * (c.gamma[t][i] * c.e[t][i]);
+    for (std::size_t j = 0; j < V; ++j) c.Y[t][j] = c.r[t] * c.v[t][j];
+  }
+  c.W.assign(n, std::vector<T>(K, T(0)));
+  c.U.assign(n, std::vector<T>(V, T(0)));
+  for (std::size_t t = 0; t < n; ++t)
+    for (std::size_t m = 0; m <= t; ++m) {
+      for (std::size_t j = 0; j < V; ++j) c.U[t][j] += c.Tm[t][m] * c.Y[m][j];
+      for (std::size_t i = 0; i < K; ++i) c.W[t][i] += c.Tm[t][m] * c.X[m][i];
+    }
+  for (std::size_t t = 0; t < n; ++t)
+    for (std::size_t j = 0; j < V; ++j) {
+      T ws(0);
+      for (std::size_t i = 0; i < K; ++i) ws += c.W[t][i] * S[i * V + j];
+      c.U[t][j] -= ws;
+    }
+  return c;
+}
+
+/// S' = diag(Γ_L) S + Σ_m diag(ρ_Lm) w_m Ũ_mᵀ.
+template <class T>
+std::vector<T> wy_carry(const wy_chunk<T>& c, const std::vector<T>& S, std::size_t K, std::size_t V) {
+  const std::size_t L = c.n - 1;
+  std::vector<T> next(K * V);
+  for (std::size_t i = 0; i < K; ++i)
+    for (std::size_t j = 0; j < V; ++j) {
+      T s = c.gamma[L][i] * S[i * V + j];
+      for (std::size_t m = 0; m < c.n; ++m) s += c.ratio(L, m, i) * c.w[m][i] * c.U[m][j];
+      next[i * V + j] = s;
+    }
+  return next;
+}
+
+}  // namespace grad_detail
+
+template <class T>
+gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, const cotangents<T>& cot,
+                                         std::size_t chunk_size) {
+  const detail::fixed_gain::problem<T> p(inputs);
+  if (chunk_size == 0) throw input_error("chunk_size: 0; rule: a chunk needs at least one token");
+  const std::size_t B = p.batch(), N = p.tokens(), H = p.heads(), K = p.key_dim(), V = p.value_dim();
+  grad_detail::require_known_cotangents(cot, {"o", "final_state"}, "fixed_gain (" + to_string(p.rule()) + ")");
+  const tensor<T>* d_o = grad_detail::cotangent(cot, "o", {B, N, H, V});
+  const tensor<T>* d_final = grad_detail::cotangent(cot, "final_state", {B, H, K, V});
+  using grad_detail::cotangent_at;
+
+  tensor<T> dq("q", {B, N, H, K}), dk("k", {B, N, H, K}), dv("v", {B, N, H, V});
+  const shape_t gate_full = p.rule() == fixed_gain_rule::gated_delta_net ? shape_t{B, N, H} : shape_t{B, N, H, K};
+  std::optional<broadcast_accumulator<T>> dg, dbeta, dgain;
+  if (p.decays()) dg.emplace("g", inputs.g->shape(), gate_full);
+  if (p.erases() && !p.given_gain()) dbeta.emplace("beta", inputs.beta->shape(), shape_t{B, N, H});
+  if (p.given_gain()) dgain.emplace("gain", inputs.gain->shape(), shape_t{B, N, H, K});
+  broadcast_accumulator<T> ds0("initial_state", inputs.initial_state ? inputs.initial_state->shape() : shape_t{B, H, K, V},
+                               shape_t{B, H, K, V});
+  T dscale(0);
+
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t h = 0; h < H; ++h) {
+      // Forward over chunks, keeping every chunk-start state.
+      std::vector<std::size_t> starts;
+      std::vector<std::vector<T>> state_at;  // state_at[c]: the start state of chunk c
+      std::vector<T> S = p.initial_state(b, h);
+      for (std::size_t c0 = 0; c0 < N; c0 += chunk_size) {
+        const std::size_t n = std::min(chunk_size, N - c0);
+        starts.push_back(c0);
+        state_at.push_back(S);
+        S = grad_detail::wy_carry(grad_detail::wy_forward(p, b, h, c0, n, S), S, K, V);
+      }
+      std::vector<T> dS(K * V, T(0));
+      for (std::size_t i = 0; i < K; ++i)
+        for (std::size_t j = 0; j < V; ++j) dS[i * V + j] = cotangent_at(d_final, b, h, i, j);
+
+      for (std::size_t ci = starts.size(); ci-- > 0;) {
+        const std::size_t c0 = starts[ci], n = std::min(chunk_size, N - c0), L = n - 1;
+        const std::vector<T>& S0 = state_at[ci];
+        const grad_detail::wy_chunk<T> c = grad_detail::wy_forward(p, b, h, c0, n, S0);
+        std::vector<T> dr(n, T(0));
+        std::vector<std::vector<T>> de(n, std::vector<T>(K, T(0))), dw = de, dsq = de, dG = de, dGi = de,
+                                    dX = de, dW = de, dU(n, std::vector<T>(V, T(0))), dY = dU;
+        std::vector<std::vector<std::vector<T>>> drho(n, std::vector<std::vector<T>>(n, std::vector<T>(K, T(0))));
+        std::vector<T> dS_prev(K * V, T(0));
+
+        // 1. The carry S' = diag(Γ_L) S + Σ_m diag(ρ_Lm) w_m Ũ_mᵀ.
+        for (std::size_t i = 0; i < K; ++i)
+          for (std::size_t j = 0; j < V; ++j) {
+            dS_prev[i * V + j] += c.gamma[L][i] * dS[i * V + j];
+            dG[L][i] += dS[i * V + j] * S0[i * V + j];
+          }
+        for (std::size_t m = 0; m < n; ++m)
+          for (std::size_t i = 0; i < K; ++i) {
+            T dc(0);
+            const T cm = c.ratio(L, m, i) * c.w[m][i];
+            for (std::size_t j = 0; j < V; ++j) {
+              dc += dS[i * V + j] * c.U[m][j];
+              dU[m][j] += cm * dS[i * V + j];
+            }
+            drho[L][m][i] += dc * c.w[m][i];
+            dw[m][i] += dc * c.ratio(L, m, i);
+          }
+        // 2. Outputs o_t = Sᵀ(Γ_t ⊙ sq_t) + Σ_{m≤t} σ_tm Ũ_m.
+        if (d_o)
+          for (std::size_t t = 0; t < n; ++t) {
+            std::vector<T> d_out(V);
+            for (std::size_t j = 0; j < V; ++j) d_out[j] = (*d_o)(b, c0 + t, h, j);
+            for (std::size_t i = 0; i < K; ++i) {
+              T da(0);
+              for (std::size_t j = 0; j < V; ++j) {
+                da += S0[i * V + j] * d_out[j];
+                dS_prev[i * V + j] += c.gamma[t][i] * c.sq[t][i] * d_out[j];
+              }
+              dG[t][i] += da * c.sq[t][i];
+              dsq[t][i] += da * c.gamma[t][i];
+            }
+            for (std::size_t m = 0; m <= t; ++m) {
+              T dsigma(0), sigma(0);
+              for (std::size_t j = 0; j < V; ++j) dsigma += d_out[j] * c.U[m][j];
+              for (std::size_t i = 0; i < K; ++i) sigma += c.sq[t][i] * c.ratio(t, m, i) * c.w[m][i];
+              for (std::size_t j = 0; j < V; ++j) dU[m][j] += sigma * d_out[j];
+              for (std::size_t i = 0; i < K; ++i) {
+                dsq[t][i] += dsigma * c.ratio(t, m, i) * c.w[m][i];
+                drho[t][m][i] += dsigma * c.sq[t][i] * c.w[m][i];
+                dw[m][i] += dsigma * c.sq[t][i] * c.ratio(t, m, i);
+              }
+            }
+          }
+        // 3. Ũ = U − W S: dU stays, dW = −dŨ Sᵀ, dS_prev −= Wᵀ dŨ (planted bug grad_wy_missing_state_term
+        //    drops the last: the chunk-start state's path through the pseudo-values).
+        for (std::size_t t = 0; t < n; ++t)
+          for (std::size_t i = 0; i < K; ++i) {
+            T acc(0);
+            for (std::size_t j = 0; j < V; ++j) {
+              acc += dU[t][j] * S0[i * V + j];
+              dS_prev[i * V + j] -= KALMAN_ORACLE_MUTANT(grad_wy_missing_state_term, T(c.W[t][i] * dU[t][j]), T(0));
+            }
+            dW[t][i] = -acc;
+          }
+        // 4. W = 𝒯X, U = 𝒯Y (the U before subtracting W S is 𝒯Y; its cotangent is dŨ).
+        std::vector<std::vector<T>> dTm(n, std::vector<T>(n, T(0)));
+        for (std::size_t t = 0; t < n; ++t)
+          for (std::size_t m = 0; m <= t; ++m) {
+            T acc(0);
+            for (std::size_t j = 0; j < V; ++j) {
+              acc += dU[t][j] * c.Y[m][j];
+              dY[m][j] += c.Tm[t][m] * dU[t][j];
+            }
+            for (std::size_t i = 0; i < K; ++i) {
+              acc += dW[t][i] * c.X[m][i];
+              dX[m][i] += c.Tm[t][m] * dW[t][i];
+            }
+            dTm[t][m] = acc;
+          }
+        // 5. 𝒯 = (I + A)⁻¹: dA = −𝒯ᵀ d𝒯 𝒯ᵀ on the strictly lower triangle.
+        if (p.erases())
+          for (std::size_t t = 0; t < n; ++t)
+            for (std::size_t j = 0; j < t; ++j) {
+              T dA(0);
+              for (std::size_t a = t; a < n; ++a)
+                for (std::size_t bb = 0; bb <= j; ++bb) dA -= c.Tm[a][t] * dTm[a][bb] * c.Tm[j][bb];
+              // 6. A_tj = r_t Σ_i e_ti ρ_tj,i w_ji.
+              T dot(0);
+              for (std::size_t i = 0; i < K; ++i) {
+                dot += c.e[t][i] * c.ratio(t, j, i) * c.w[j][i];
+                de[t][i] += dA * c.r[t] * c.ratio(t, j, i) * c.w[j][i];
+                drho[t][j][i] += dA * c.r[t] * c.e[t][i] * c.w[j][i];
+                dw[j][i] += dA * c.r[t] * c.e[t][i] * c.ratio(t, j, i);
+              }
+              dr[t] += dA * dot;
+            }
+        // 6. X_t = r_t Γ_t ⊙ e_t, Y_t = r_t v_t.
+        std::vector<std::vector<T>> dvalue(n, std::vector<T>(V, T(0)));
+        for (std::size_t t = 0; t < n; ++t) {
+          if (p.erases())
+            for (std::size_t i = 0; i < K; ++i) {
+              dr[t] += dX[t][i] * c.gamma[t][i] * c.e[t][i];
+              dG[t][i] += dX[t][i] * c.r[t] * c.e[t][i];
+              de[t][i] += dX[t][i] * c.r[t] * c.gamma[t][i];
+            }
+          for (std::size_t j = 0; j < V; ++j) {
+            dr[t] += dY[t][j] * c.v[t][j];
+            dvalue[t][j] = c.r[t] * dY[t][j];
+          }
+        }
+        // 7. ρ_tj = Γ_t ⊙ Γ⁻_j.
+        for (std::size_t t = 0; t < n; ++t)
+          for (std::size_t j = 0; j <= t; ++j)
+            for (std::size_t i = 0; i < K; ++i) {
+              dG[t][i] += drho[t][j][i] * c.gamma_inv[j][i];
+              dGi[j][i] += drho[t][j][i] * c.gamma[t][i];
+            }
+        // 8. Decays inside the chunk (dG holds dΓ, dGi holds dΓ⁻ so far).
+        if (p.decays()) {
+          std::vector<T> suffix(K, T(0));
+          std::vector<std::vector<T>> d_gate(n, std::vector<T>(K, T(0)));
+          for (std::size_t t = n; t-- > 0;)
+            for (std::size_t i = 0; i < K; ++i) {
+              if (p.gates() == gate_space::log) {
+                suffix[i] += dG[t][i] * c.gamma[t][i] - dGi[t][i] * c.gamma_inv[t][i];  // dG_t
+                d_gate[t][i] = suffix[i];                                              // dg_t = Σ_{s≥t} dG_s
+              } else {
+                const T& P = c.gamma[t][i];
+                suffix[i] += (dG[t][i] - dGi[t][i] * c.gamma_inv[t][i] * c.gamma_inv[t][i]) * P;  // dP_t P_t
+                d_gate[t][i] = suffix[i] / p.gate(b, c0 + t, h, i);
+              }
+            }
+          for (std::size_t t = 0; t < n; ++t) {
+            if (p.rule() == fixed_gain_rule::gated_delta_net) {
+              T sum(0);
+              for (std::size_t i = 0; i < K; ++i) sum += d_gate[t][i];
+              dg->add(sum, b, c0 + t, h);
+            } else {
+              for (std::size_t i = 0; i < K; ++i) dg->add(d_gate[t][i], b, c0 + t, h, i);
+            }
+          }
+        }
+        // 9. r, e, w, sq → the inputs.
+        for (std::size_t t = 0; t < n; ++t) {
+          const std::size_t tok = c0 + t;
+          for (std::size_t j = 0; j < V; ++j) dv(b, tok, h, j) = dvalue[t][j];
+          for (std::size_t i = 0; i < K; ++i) {
+            dq(b, tok, h, i) = p.scale() * dsq[t][i];
+            dscale += c.q[t][i] * dsq[t][i];
+            if (!p.erases())
+              dk(b, tok, h, i) = dw[t][i];
+            else if (p.given_gain()) {
+              dk(b, tok, h, i) = de[t][i];
+              dgain->add(dw[t][i], b, tok, h, i);
+            } else
+              dk(b, tok, h, i) = de[t][i] + dw[t][i];
+          }
+          if (dbeta) dbeta->add(dr[t], b, tok, h);
+        }
+        dS = std::move(dS_prev);
+      }
+      for (std::size_t i = 0; i < K; ++i)
+        for (std::size_t j = 0; j < V; ++j) ds0.add(dS[i * V + j], b, h, i, j);
+    }
+
+  gradients<T> out;
+  out.set(std::move(dq));
+  out.set(std::move(dk));
+  out.set(std::move(dv));
+  if (dg) out.set(dg->take());
+  if (dbeta) out.set(dbeta->take());
+  if (dgain) out.set(dgain->take());
+  out.set(ds0.take());
+  out.set(tensor<T>("scale", {}, std::vector<T>{dscale}));
+  return out;
+}
+
+}  // namespace kalman_oracle
