@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Every test: installs what is missing, builds the default preset and runs all of CTest, then
-# builds the sanitizer preset (ASan + UBSan) and runs it too, except the tests labelled `long`
-# (they run in the first pass; under the sanitizers they would take most of the CI's time).
+# Every test: installs what is missing, builds the default preset and runs all of CTest, then builds
+# the sanitizer preset (ASan + UBSan) and runs what sanitizers can find bugs in: the unit tests, the
+# properties (not the meta-tests: they test the properties' power, which the first pass shows), the
+# fuzz corpus and the conformance tests labelled `sanitize` (the generator, `run`, `check`,
+# `conform`, the reader's error paths). docs/testing.md, "CI time", has the measured times.
 # Pass --no-sanitize to skip the second pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,13 +18,19 @@ done
 
 scripts/install-deps.sh
 jobs=$(nproc)
+stamp() { echo "run-tests: $(date -u +%H:%M:%S) $*"; }
 
+stamp "release build"
 cmake --preset default
 cmake --build --preset default -j "$jobs"
+stamp "release tests"
 ctest --preset default -j "$jobs"
 
 if [ "$sanitize" -eq 1 ]; then
+  stamp "sanitizer build"
   cmake --preset debug-sanitize
-  cmake --build --preset debug-sanitize -j "$jobs"
-  ctest --preset debug-sanitize -j "$jobs" -LE long
+  cmake --build --preset debug-sanitize -j "$jobs" --target unit_tests property_tests kalman-oracle planted_candidate
+  stamp "sanitizer tests"
+  ctest --preset debug-sanitize -j "$jobs" -L 'unit|property|fuzz|sanitize' -LE 'meta|long'
 fi
+stamp "done"
