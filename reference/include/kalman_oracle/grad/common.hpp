@@ -28,9 +28,9 @@
 #include <vector>
 
 #include "kalman_oracle/detail/mutant.hpp"
-#include "kalman_oracle/io/tensor.hpp"
-#include "kalman_oracle/io/validate.hpp"
 #include "kalman_oracle/models/options.hpp"
+#include "kalman_oracle/tensor/tensor.hpp"
+#include "kalman_oracle/tensor/validate.hpp"
 
 namespace kalman_oracle {
 
@@ -80,7 +80,7 @@ using cotangents = named_tensors<T>;
 template <class T>
 using gradients = named_tensors<T>;
 
-namespace grad_detail {
+namespace detail::grad {
 
 /// The cotangent of output `name` with the output's shape `shape`, or nullptr when none is given.
 /// A given cotangent must have exactly that shape and be finite.
@@ -117,7 +117,11 @@ T cotangent_at(const tensor<T>* c, I... index) {
   return c ? (*c)(index...) : T(0);
 }
 
-}  // namespace grad_detail
+}  // namespace detail::grad
+
+/// The former spelling of detail::grad, for properties/grad_*.cpp only: those files are being
+/// rewritten in a change of their own, which switches them to detail::grad and removes this alias.
+namespace grad_detail = detail::grad;
 
 /// A gradient being accumulated for an input given in shape `given` and read through a broadcast
 /// view of shape `full`: add(x, full index) adds x to the element that index reads, so broadcast

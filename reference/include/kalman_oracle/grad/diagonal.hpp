@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "kalman_oracle/grad/common.hpp"
-#include "kalman_oracle/grad/isotropic.hpp"  // grad_detail::transform_kdn_inputs, kdn_outputs
+#include "kalman_oracle/grad/isotropic.hpp"  // detail::grad::transform_kdn_inputs, kdn_outputs
 #include "kalman_oracle/models/diagonal.hpp"
 #include "kalman_oracle/models/kdn_parallel.hpp"
 
@@ -44,13 +44,13 @@ gradients<T> diagonal_kdn_backward(const diagonal_kdn_inputs<T>& inputs, const c
   const detail::diagonal_kdn_problem<T> pb(inputs);
   const detail::kdn_dims& d = pb.dims;
   const std::size_t B = d.batch, N = d.tokens, H = d.heads, K = d.key_dim, V = d.value_dim;
-  grad_detail::require_known_cotangents(cot, {"o", "final_state", "final_covariance", "readout_variance"},
+  detail::grad::require_known_cotangents(cot, {"o", "final_state", "final_covariance", "readout_variance"},
                                         "diagonal_kdn");
-  const tensor<T>* d_o = grad_detail::cotangent(cot, "o", {B, N, H, V});
-  const tensor<T>* d_final = grad_detail::cotangent(cot, "final_state", {B, H, K, V});
-  const tensor<T>* d_pT = grad_detail::cotangent(cot, "final_covariance", {B, H, K});
-  const tensor<T>* d_var = grad_detail::cotangent(cot, "readout_variance", {B, N, H});
-  using grad_detail::cotangent_at;
+  const tensor<T>* d_o = detail::grad::cotangent(cot, "o", {B, N, H, V});
+  const tensor<T>* d_final = detail::grad::cotangent(cot, "final_state", {B, H, K, V});
+  const tensor<T>* d_pT = detail::grad::cotangent(cot, "final_covariance", {B, H, K});
+  const tensor<T>* d_var = detail::grad::cotangent(cot, "readout_variance", {B, N, H});
+  using detail::grad::cotangent_at;
 
   tensor<T> dq("q", {B, N, H, K}), dk("k", {B, N, H, K}), dv("v", {B, N, H, V});
   broadcast_accumulator<T> dg("g", inputs.g.shape(), {B, N, H, K});
@@ -201,11 +201,11 @@ struct diagonal_kdn_model {
   }
   template <class U, class T, class F>
   static diagonal_kdn_inputs<U> transform(const diagonal_kdn_inputs<T>& in, F&& f) {
-    return grad_detail::transform_kdn_inputs<U>(in, std::forward<F>(f));
+    return detail::grad::transform_kdn_inputs<U>(in, std::forward<F>(f));
   }
   template <class T, class F>
   static void for_each_output(const diagonal_kdn_outputs<T>& out, F&& f) {
-    grad_detail::kdn_outputs(out, std::forward<F>(f));
+    detail::grad::kdn_outputs(out, std::forward<F>(f));
   }
   template <class T, class Inputs>
   static void canonicalise(gradients<T>&, const Inputs&) {}

@@ -32,9 +32,9 @@ template <class T>
 gradients<T> fixed_gain_backward(const fixed_gain_inputs<T>& inputs, const cotangents<T>& cot) {
   const detail::fixed_gain::problem<T> p(inputs);
   const std::size_t B = p.batch(), N = p.tokens(), H = p.heads(), K = p.key_dim(), V = p.value_dim();
-  grad_detail::require_known_cotangents(cot, {"o", "final_state"}, "fixed_gain (" + to_string(p.rule()) + ")");
-  const tensor<T>* d_o = grad_detail::cotangent(cot, "o", {B, N, H, V});
-  const tensor<T>* d_final = grad_detail::cotangent(cot, "final_state", {B, H, K, V});
+  detail::grad::require_known_cotangents(cot, {"o", "final_state"}, "fixed_gain (" + to_string(p.rule()) + ")");
+  const tensor<T>* d_o = detail::grad::cotangent(cot, "o", {B, N, H, V});
+  const tensor<T>* d_final = detail::grad::cotangent(cot, "final_state", {B, H, K, V});
 
   tensor<T> dq("q", {B, N, H, K}), dk("k", {B, N, H, K}), dv("v", {B, N, H, V});
   const shape_t gate_full = p.rule() == fixed_gain_rule::gated_delta_net ? shape_t{B, N, H} : shape_t{B, N, H, K};

@@ -46,7 +46,7 @@
 
 namespace kalman_oracle {
 
-namespace grad_detail {
+namespace detail::grad {
 
 /// Every intermediate of one chunk's forward pass, from its start state (see the top).
 template <class T>
@@ -152,7 +152,7 @@ std::vector<T> wy_carry(const wy_chunk<T>& c, const std::vector<T>& S, std::size
   return next;
 }
 
-}  // namespace grad_detail
+}  // namespace detail::grad
 
 template <class T>
 gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, const cotangents<T>& cot,
@@ -160,10 +160,10 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
   const detail::fixed_gain::problem<T> p(inputs);
   if (chunk_size == 0) throw input_error("chunk_size: 0; rule: a chunk needs at least one token");
   const std::size_t B = p.batch(), N = p.tokens(), H = p.heads(), K = p.key_dim(), V = p.value_dim();
-  grad_detail::require_known_cotangents(cot, {"o", "final_state"}, "fixed_gain (" + to_string(p.rule()) + ")");
-  const tensor<T>* d_o = grad_detail::cotangent(cot, "o", {B, N, H, V});
-  const tensor<T>* d_final = grad_detail::cotangent(cot, "final_state", {B, H, K, V});
-  using grad_detail::cotangent_at;
+  detail::grad::require_known_cotangents(cot, {"o", "final_state"}, "fixed_gain (" + to_string(p.rule()) + ")");
+  const tensor<T>* d_o = detail::grad::cotangent(cot, "o", {B, N, H, V});
+  const tensor<T>* d_final = detail::grad::cotangent(cot, "final_state", {B, H, K, V});
+  using detail::grad::cotangent_at;
 
   tensor<T> dq("q", {B, N, H, K}), dk("k", {B, N, H, K}), dv("v", {B, N, H, V});
   const shape_t gate_full = p.rule() == fixed_gain_rule::gated_delta_net ? shape_t{B, N, H} : shape_t{B, N, H, K};
@@ -185,7 +185,7 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
         const std::size_t n = std::min(chunk_size, N - c0);
         starts.push_back(c0);
         state_at.push_back(S);
-        S = grad_detail::wy_carry(grad_detail::wy_forward(p, b, h, c0, n, S), S, K, V);
+        S = detail::grad::wy_carry(detail::grad::wy_forward(p, b, h, c0, n, S), S, K, V);
       }
       std::vector<T> dS(K * V, T(0));
       for (std::size_t i = 0; i < K; ++i)
@@ -194,7 +194,7 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
       for (std::size_t ci = starts.size(); ci-- > 0;) {
         const std::size_t c0 = starts[ci], n = std::min(chunk_size, N - c0), L = n - 1;
         const std::vector<T>& S0 = state_at[ci];
-        const grad_detail::wy_chunk<T> c = grad_detail::wy_forward(p, b, h, c0, n, S0);
+        const detail::grad::wy_chunk<T> c = detail::grad::wy_forward(p, b, h, c0, n, S0);
         std::vector<T> dr(n, T(0));
         std::vector<std::vector<T>> de(n, std::vector<T>(K, T(0))), dw = de, dsq = de, dG = de, dGi = de,
                                     dX = de, dW = de, dU(n, std::vector<T>(V, T(0))), dY = dU;

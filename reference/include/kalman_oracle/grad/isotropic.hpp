@@ -43,13 +43,13 @@ gradients<T> isotropic_kdn_backward(const isotropic_kdn_inputs<T>& inputs, const
   const detail::isotropic_kdn_problem<T> pb(inputs);
   const detail::kdn_dims& d = pb.dims;
   const std::size_t B = d.batch, N = d.tokens, H = d.heads, K = d.key_dim, V = d.value_dim;
-  grad_detail::require_known_cotangents(cot, {"o", "final_state", "final_covariance", "readout_variance"},
+  detail::grad::require_known_cotangents(cot, {"o", "final_state", "final_covariance", "readout_variance"},
                                         "isotropic_kdn");
-  const tensor<T>* d_o = grad_detail::cotangent(cot, "o", {B, N, H, V});
-  const tensor<T>* d_final = grad_detail::cotangent(cot, "final_state", {B, H, K, V});
-  const tensor<T>* d_bT = grad_detail::cotangent(cot, "final_covariance", {B, H});
-  const tensor<T>* d_var = grad_detail::cotangent(cot, "readout_variance", {B, N, H});
-  using grad_detail::cotangent_at;
+  const tensor<T>* d_o = detail::grad::cotangent(cot, "o", {B, N, H, V});
+  const tensor<T>* d_final = detail::grad::cotangent(cot, "final_state", {B, H, K, V});
+  const tensor<T>* d_bT = detail::grad::cotangent(cot, "final_covariance", {B, H});
+  const tensor<T>* d_var = detail::grad::cotangent(cot, "readout_variance", {B, N, H});
+  using detail::grad::cotangent_at;
   const T channels(static_cast<long>(K));
 
   tensor<T> dq("q", {B, N, H, K}), dk("k", {B, N, H, K}), dv("v", {B, N, H, V});
@@ -172,7 +172,7 @@ gradients<T> isotropic_kdn_backward(const isotropic_kdn_inputs<T>& inputs, const
 }
 
 /// The KDN models' inputs differ only in shapes, so one transform serves both.
-namespace grad_detail {
+namespace detail::grad {
 template <class U, class T, template <class> class Inputs, class F>
 Inputs<U> transform_kdn_inputs(const Inputs<T>& in, F&& f) {
   Inputs<U> out;
@@ -196,7 +196,7 @@ void kdn_outputs(const Outputs& out, F&& f) {
   f("final_covariance", out.final_covariance);
   f("readout_variance", out.readout_variance);
 }
-}  // namespace grad_detail
+}  // namespace detail::grad
 
 /// The isotropic KDN as a model for grad/truth.hpp: sequential, or with `parallel` set the scan
 /// form (models/kdn_parallel.hpp).
@@ -215,11 +215,11 @@ struct isotropic_kdn_model {
   }
   template <class U, class T, class F>
   static isotropic_kdn_inputs<U> transform(const isotropic_kdn_inputs<T>& in, F&& f) {
-    return grad_detail::transform_kdn_inputs<U>(in, std::forward<F>(f));
+    return detail::grad::transform_kdn_inputs<U>(in, std::forward<F>(f));
   }
   template <class T, class F>
   static void for_each_output(const isotropic_kdn_outputs<T>& out, F&& f) {
-    grad_detail::kdn_outputs(out, std::forward<F>(f));
+    detail::grad::kdn_outputs(out, std::forward<F>(f));
   }
   template <class T, class Inputs>
   static void canonicalise(gradients<T>&, const Inputs&) {}

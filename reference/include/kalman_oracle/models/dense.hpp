@@ -58,12 +58,13 @@
 
 #include "kalman_oracle/detail/mutant.hpp"
 #include "kalman_oracle/detail/parallel_for.hpp"
-#include "kalman_oracle/io/tensor.hpp"
-#include "kalman_oracle/io/validate.hpp"
 #include "kalman_oracle/models/options.hpp"
 #include "kalman_oracle/models/query_scale.hpp"
 #include "kalman_oracle/scalar/traits.hpp"
 #include "kalman_oracle/scalar/types.hpp"
+#include "kalman_oracle/tensor/broadcast_view.hpp"
+#include "kalman_oracle/tensor/tensor.hpp"
+#include "kalman_oracle/tensor/validate.hpp"
 
 namespace kalman_oracle {
 
@@ -130,7 +131,7 @@ struct dense_outputs {
   std::optional<tensor<T>> state;                 // S_t [B, T, H, K, V]
 };
 
-namespace dense_detail {
+namespace detail::dense {
 
 using index = Eigen::Index;
 inline index ix(std::size_t i) { return static_cast<index>(i); }
@@ -546,20 +547,20 @@ dense_vector<T> innovation(const dense_matrix<T>& predicted_state, const dense_v
   return e;
 }
 
-}  // namespace dense_detail
+}  // namespace detail::dense
 
 /// The sequential reference of the dense Kalman associative memory (MATH.md §2).
 template <class T>
 dense_outputs<T> dense_forward(const dense_inputs<T>& in, const run_options& options = {}) {
   using matrix = dense_matrix<T>;
   using vector = dense_vector<T>;
-  using dense_detail::ix;
-  using dense_detail::multiply;
-  using dense_detail::outer;
-  using dense_detail::transpose;
-  const dense_detail::problem<T> pb(in);  // every input check, before any arithmetic
+  using detail::dense::ix;
+  using detail::dense::multiply;
+  using detail::dense::outer;
+  using detail::dense::transpose;
+  const detail::dense::problem<T> pb(in);  // every input check, before any arithmetic
   dense_outputs<T> out;
-  dense_detail::allocate_outputs(out, pb, options.internals);
+  detail::dense::allocate_outputs(out, pb, options.internals);
   const std::size_t K = pb.key_dim;
 
   detail::parallel_for(pb.batch * pb.heads, options.threads, [&](std::size_t problem_index) {
@@ -576,7 +577,7 @@ dense_outputs<T> dense_forward(const dense_inputs<T>& in, const run_options& opt
       // predict: Ŝ_t = D_t S_{t-1}, P̂_t = D_t P_{t-1} D_tᵀ + Ω_t. (Planted bug: D applied after the
       // update instead, below.)
       const matrix S_hat = KALMAN_ORACLE_MUTANT(dense_decay_after_update, multiply(D, S), S);
-      const matrix P_hat = dense_detail::symmetric_from_upper<T>(multiply(multiply(D, P), transpose(D)) + Omega);
+      const matrix P_hat = detail::dense::symmetric_from_upper<T>(multiply(multiply(D, P), transpose(D)) + Omega);
 
       // gain: u = P̂_t k_t, s_t = k_tᵀ u + r_t (> 0: P̂_t is PSD and r_t > 0).
       const vector u = multiply(P_hat, k);
@@ -596,18 +597,18 @@ dense_outputs<T> dense_forward(const dense_inputs<T>& in, const run_options& opt
       const vector kappa =
           KALMAN_ORACLE_MUTANT(dense_gain_after_write, vector(u / s), vector(multiply(P_new, k) / s));
       // S_t = Ŝ_t + κ_t (v_t - Ŝ_tᵀ k_t)ᵀ.
-      const vector e = dense_detail::innovation<T>(S_hat, k, v);
+      const vector e = detail::dense::innovation<T>(S_hat, k, v);
       const matrix S_updated = S_hat + outer(kappa, e);
       const matrix S_new = KALMAN_ORACLE_MUTANT(dense_decay_after_update, S_updated, multiply(D, S_updated));
 
       // read after write: o_t = S_tᵀ (τ q_t) (planted bug: read Ŝ_t, before the write).
       const matrix& read = KALMAN_ORACLE_MUTANT(dense_read_before_write, S_new, S_hat);
-      dense_detail::write_token(out, pb, b, t, h, dense_detail::token_report<T>{P_hat, e, s, kappa, S_new, P_new},
+      detail::dense::write_token(out, pb, b, t, h, detail::dense::token_report<T>{P_hat, e, s, kappa, S_new, P_new},
                                 read);
       S = S_new;
       P = P_new;
     }
-    dense_detail::write_final(out, pb, b, h, S, P);
+    detail::dense::write_final(out, pb, b, h, S, P);
   });
   return out;
 }

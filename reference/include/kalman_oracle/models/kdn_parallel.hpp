@@ -27,14 +27,15 @@
 #include "kalman_oracle/algebra/leaves.hpp"
 #include "kalman_oracle/algebra/mobius.hpp"
 #include "kalman_oracle/detail/parallel_for.hpp"
-#include "kalman_oracle/io/tensor.hpp"
-#include "kalman_oracle/io/validate.hpp"
 #include "kalman_oracle/models/delta_rule.hpp"
 #include "kalman_oracle/models/diagonal.hpp"
 #include "kalman_oracle/models/fixed_gain.hpp"
 #include "kalman_oracle/models/isotropic.hpp"
 #include "kalman_oracle/models/options.hpp"
 #include "kalman_oracle/scan/schedules.hpp"
+#include "kalman_oracle/tensor/broadcast_view.hpp"
+#include "kalman_oracle/tensor/tensor.hpp"
+#include "kalman_oracle/tensor/validate.hpp"
 
 namespace kalman_oracle {
 
