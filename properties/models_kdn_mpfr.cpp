@@ -203,7 +203,7 @@ std::vector<memory_step> replay(const tensor<M>& q, const tensor<M>& k, const te
   for (std::size_t t = 0; t < N; ++t) {
     memory_step& st = steps[t];
     for (std::size_t i = 0; i < K; ++i) {
-      alpha[i] = detail::kdn_decay(g(0, t, 0, i), gates);
+      alpha[i] = decay_of_gate(g(0, t, 0, i), gates);
       key[i] = k(0, t, 0, i);
       query[i] = q(0, t, 0, i);
     }

@@ -295,7 +295,8 @@ TEST_CASE("diagonal KDN: bad inputs are named with the element and the rule") {
           "v: element [0, 1, 0, 0] is nan; rule: must be finite (no NaN or infinity)");
     in.v(0, 1, 0, 0) = 1.0;
     in.g(0) = 0.5;
-    CHECK(message_of([&] { diagonal_kdn_forward(in); }) == "g: element [0] is 0.5; rule: log gate g must be <= 0");
+    CHECK(message_of([&] { diagonal_kdn_forward(in); }) ==
+          "g: element [0] is 0.5; rule: log gate g must be <= 0 (decay alpha = e^g in (0, 1])");
     in.g(0) = -std::numeric_limits<double>::infinity();
     CHECK(message_of([&] { diagonal_kdn_forward(in); }) ==
           "g: element [0] is -inf; rule: must be finite (no NaN or infinity)");

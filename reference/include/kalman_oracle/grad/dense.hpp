@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "kalman_oracle/grad/common.hpp"
+#include "kalman_oracle/grad/gates.hpp"
 #include "kalman_oracle/models/dense.hpp"
 #include "kalman_oracle/models/information.hpp"
 

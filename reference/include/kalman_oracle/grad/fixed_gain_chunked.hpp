@@ -41,6 +41,7 @@
 
 #include "kalman_oracle/detail/mutant.hpp"
 #include "kalman_oracle/grad/common.hpp"
+#include "kalman_oracle/grad/fixed_gain.hpp"
 #include "kalman_oracle/models/fixed_gain.hpp"
 #include "kalman_oracle/models/fixed_gain_chunked.hpp"
 
@@ -81,23 +82,9 @@ wy_chunk<T> wy_forward(const detail::fixed_gain::problem<T>& p, std::size_t b, s
       if (p.erases()) c.r[t] = p.beta(b, tok, h);
     }
   }
-  c.gamma.assign(n, std::vector<T>(K, T(1)));
-  c.gamma_inv.assign(n, std::vector<T>(K, T(1)));
-  if (p.decays()) {
-    std::vector<T> acc(K, p.gates() == gate_space::log ? T(0) : T(1));
-    for (std::size_t t = 0; t < n; ++t)
-      for (std::size_t i = 0; i < K; ++i) {
-        if (p.gates() == gate_space::log) {
-          acc[i] += p.gate(b, c0 + t, h, i);
-          c.gamma[t][i] = detail::fixed_gain::exp_of(acc[i]);
-          c.gamma_inv[t][i] = detail::fixed_gain::exp_of(T(-acc[i]));
-        } else {
-          acc[i] *= p.gate(b, c0 + t, h, i);
-          c.gamma[t][i] = acc[i];
-          c.gamma_inv[t][i] = T(1) / acc[i];
-        }
-      }
-  }
+  auto decays = detail::fixed_gain::cumulative_decays(p, b, h, c0, n);
+  c.gamma = std::move(decays.gamma);
+  c.gamma_inv = std::move(decays.gamma_inv);
   std::vector<std::vector<T>> A(n, std::vector<T>(n, T(0)));
   if (p.erases())
     for (std::size_t t = 0; t < n; ++t)
@@ -160,20 +147,9 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
   const detail::fixed_gain::problem<T> p(inputs);
   if (chunk_size == 0) throw input_error("chunk_size: 0; rule: a chunk needs at least one token");
   const std::size_t B = p.batch(), N = p.tokens(), H = p.heads(), K = p.key_dim(), V = p.value_dim();
-  detail::grad::require_known_cotangents(cot, {"o", "final_state"}, "fixed_gain (" + to_string(p.rule()) + ")");
-  const tensor<T>* d_o = detail::grad::cotangent(cot, "o", {B, N, H, V});
-  const tensor<T>* d_final = detail::grad::cotangent(cot, "final_state", {B, H, K, V});
+  const auto cots = detail::grad::fixed_gain_cotangents_of(p, cot);
+  detail::grad::fixed_gain_gradients<T> grads(p, inputs);
   using detail::grad::cotangent_at;
-
-  tensor<T> dq("q", {B, N, H, K}), dk("k", {B, N, H, K}), dv("v", {B, N, H, V});
-  const shape_t gate_full = p.rule() == fixed_gain_rule::gated_delta_net ? shape_t{B, N, H} : shape_t{B, N, H, K};
-  std::optional<broadcast_accumulator<T>> dg, dbeta, dgain;
-  if (p.decays()) dg.emplace("g", inputs.g->shape(), gate_full);
-  if (p.erases() && !p.given_gain()) dbeta.emplace("beta", inputs.beta->shape(), shape_t{B, N, H});
-  if (p.given_gain()) dgain.emplace("gain", inputs.gain->shape(), shape_t{B, N, H, K});
-  broadcast_accumulator<T> ds0("initial_state", inputs.initial_state ? inputs.initial_state->shape() : shape_t{B, H, K, V},
-                               shape_t{B, H, K, V});
-  T dscale(0);
 
   for (std::size_t b = 0; b < B; ++b)
     for (std::size_t h = 0; h < H; ++h) {
@@ -189,7 +165,7 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
       }
       std::vector<T> dS(K * V, T(0));
       for (std::size_t i = 0; i < K; ++i)
-        for (std::size_t j = 0; j < V; ++j) dS[i * V + j] = cotangent_at(d_final, b, h, i, j);
+        for (std::size_t j = 0; j < V; ++j) dS[i * V + j] = cotangent_at(cots.final_state, b, h, i, j);
 
       for (std::size_t ci = starts.size(); ci-- > 0;) {
         const std::size_t c0 = starts[ci], n = std::min(chunk_size, N - c0), L = n - 1;
@@ -219,10 +195,10 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
             dw[m][i] += dc * c.ratio(L, m, i);
           }
         // 2. Outputs o_t = Sᵀ(Γ_t ⊙ sq_t) + Σ_{m≤t} σ_tm Ũ_m.
-        if (d_o)
+        if (cots.o)
           for (std::size_t t = 0; t < n; ++t) {
             std::vector<T> d_out(V);
-            for (std::size_t j = 0; j < V; ++j) d_out[j] = (*d_o)(b, c0 + t, h, j);
+            for (std::size_t j = 0; j < V; ++j) d_out[j] = (*cots.o)(b, c0 + t, h, j);
             for (std::size_t i = 0; i < K; ++i) {
               T da(0);
               for (std::size_t j = 0; j < V; ++j) {
@@ -327,45 +303,36 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
             if (p.rule() == fixed_gain_rule::gated_delta_net) {
               T sum(0);
               for (std::size_t i = 0; i < K; ++i) sum += d_gate[t][i];
-              dg->add(sum, b, c0 + t, h);
+              grads.g->add(sum, b, c0 + t, h);
             } else {
-              for (std::size_t i = 0; i < K; ++i) dg->add(d_gate[t][i], b, c0 + t, h, i);
+              for (std::size_t i = 0; i < K; ++i) grads.g->add(d_gate[t][i], b, c0 + t, h, i);
             }
           }
         }
         // 9. r, e, w, sq → the inputs.
         for (std::size_t t = 0; t < n; ++t) {
           const std::size_t tok = c0 + t;
-          for (std::size_t j = 0; j < V; ++j) dv(b, tok, h, j) = dvalue[t][j];
+          for (std::size_t j = 0; j < V; ++j) grads.v(b, tok, h, j) = dvalue[t][j];
           for (std::size_t i = 0; i < K; ++i) {
-            dq(b, tok, h, i) = p.scale() * dsq[t][i];
-            dscale += c.q[t][i] * dsq[t][i];
+            grads.q(b, tok, h, i) = p.scale() * dsq[t][i];
+            grads.scale += c.q[t][i] * dsq[t][i];
             if (!p.erases())
-              dk(b, tok, h, i) = dw[t][i];
+              grads.k(b, tok, h, i) = dw[t][i];
             else if (p.given_gain()) {
-              dk(b, tok, h, i) = de[t][i];
-              dgain->add(dw[t][i], b, tok, h, i);
+              grads.k(b, tok, h, i) = de[t][i];
+              grads.gain->add(dw[t][i], b, tok, h, i);
             } else
-              dk(b, tok, h, i) = de[t][i] + dw[t][i];
+              grads.k(b, tok, h, i) = de[t][i] + dw[t][i];
           }
-          if (dbeta) dbeta->add(dr[t], b, tok, h);
+          if (grads.beta) grads.beta->add(dr[t], b, tok, h);
         }
         dS = std::move(dS_prev);
       }
       for (std::size_t i = 0; i < K; ++i)
-        for (std::size_t j = 0; j < V; ++j) ds0.add(dS[i * V + j], b, h, i, j);
+        for (std::size_t j = 0; j < V; ++j) grads.initial_state.add(dS[i * V + j], b, h, i, j);
     }
 
-  gradients<T> out;
-  out.set(std::move(dq));
-  out.set(std::move(dk));
-  out.set(std::move(dv));
-  if (dg) out.set(dg->take());
-  if (dbeta) out.set(dbeta->take());
-  if (dgain) out.set(dgain->take());
-  out.set(ds0.take());
-  out.set(tensor<T>("scale", {}, std::vector<T>{dscale}));
-  return out;
+  return grads.take();
 }
 
 }  // namespace kalman_oracle

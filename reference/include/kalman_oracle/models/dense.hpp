@@ -26,7 +26,8 @@
 //   transition D_t: diagonal, alpha [B, T, H, K] (linear) or fla's log gates g (alpha = e^g), or
 //                   full D [B, T, H, K, K];  absent: D = I (a static memory). Any finite entries:
 //                   §2 allows any K x K transition (a decay in (0, 1] is the models' practice, not
-//                   a condition of the filter), and log gates may be of either sign.
+//                   a condition of the filter), and log gates may be of either sign
+//                   (models/gates.hpp, gate_range::any_finite).
 //   process noise Ω_t: diagonal omega [B, T, H, K] >= 0, or full Omega [B, T, H, K, K] exactly
 //                   symmetric positive semidefinite;  absent: Ω = 0
 //   r [B, T, H] > 0 (observation noise)
@@ -58,6 +59,7 @@
 
 #include "kalman_oracle/detail/mutant.hpp"
 #include "kalman_oracle/detail/parallel_for.hpp"
+#include "kalman_oracle/models/gates.hpp"
 #include "kalman_oracle/models/options.hpp"
 #include "kalman_oracle/models/query_scale.hpp"
 #include "kalman_oracle/scalar/traits.hpp"
@@ -67,7 +69,6 @@
 #include "kalman_oracle/tensor/validate.hpp"
 
 namespace kalman_oracle {
-
 
 template <class T>
 using dense_matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
@@ -336,8 +337,8 @@ class problem {
 
     if (in.transition) {
       const auto& d = *in.transition;
-      require_finite(d.values);
       if (d.form == dense_form::full) {
+        require_finite(d.values);
         if (d.values.rank() < 2 || d.values.dim(d.values.rank() - 1) != key_dim ||
             d.values.dim(d.values.rank() - 2) != key_dim)
           throw input_error(d.values.name() + ": shape " + to_string(d.values.shape()) +
@@ -345,9 +346,8 @@ class problem {
                             std::to_string(key_dim));
         transition_.emplace(d.values, shape_t{batch, tokens, heads, key_dim, key_dim});
       } else {
-        if (d.space == gate_space::log && scalar_traits<T>::is_exact)
-          throw input_error(d.values.name() + ": log-space gates need exp, which " + scalar_traits<T>::name() +
-                            " cannot represent exactly; rule: exact types take the decay alpha (gate_space::linear)");
+        // Any finite decay or log gate: §2 takes any transition (models/gates.hpp, the second range).
+        require_gates(d.values, d.space, gate_range::any_finite);
         transition_.emplace(d.values, shape_t{batch, tokens, heads, key_dim});
       }
     }
@@ -388,15 +388,8 @@ class problem {
       for (std::size_t i = 0; i < key_dim; ++i)
         for (std::size_t j = 0; j < key_dim; ++j) d(ix(i), ix(j)) = (*transition_)(b, t, h, i, j);
     } else {
-      for (std::size_t i = 0; i < key_dim; ++i) {
-        const T& g = (*transition_)(b, t, h, i);
-        if constexpr (scalar_traits<T>::is_exact) {
-          d(ix(i), ix(i)) = g;  // linear only (log gates were rejected above)
-        } else {
-          using std::exp;
-          d(ix(i), ix(i)) = in_->transition->space == gate_space::log ? T(exp(g)) : g;
-        }
-      }
+      for (std::size_t i = 0; i < key_dim; ++i)
+        d(ix(i), ix(i)) = decay_of_gate((*transition_)(b, t, h, i), in_->transition->space);
     }
     return d;
   }

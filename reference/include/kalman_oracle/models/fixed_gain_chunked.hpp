@@ -39,10 +39,46 @@
 #include "kalman_oracle/detail/mutant.hpp"
 #include "kalman_oracle/detail/parallel_for.hpp"
 #include "kalman_oracle/models/fixed_gain.hpp"
+#include "kalman_oracle/models/gates.hpp"
 
 namespace kalman_oracle {
 
 namespace detail::fixed_gain {
+
+/// Γ_t and 1/Γ_t per channel (n x K) of the chunk of n tokens starting at token c0: the decay from
+/// the chunk start to just after local token t (see the top). Log gates are summed, G_t = cumsum g,
+/// Γ_t = e^{G_t} and 1/Γ_t = e^{−G_t} (models/gates.hpp's rule applied to the sum); linear decays
+/// multiplied, Γ_t = Π α and 1/Γ_t its reciprocal (exact over rationals). DeltaNet: all ones.
+template <class T>
+struct chunk_decays {
+  std::vector<std::vector<T>> gamma, gamma_inv;
+};
+
+template <class T>
+chunk_decays<T> cumulative_decays(const problem<T>& p, std::size_t b, std::size_t h, std::size_t c0, std::size_t n) {
+  const std::size_t K = p.key_dim();
+  chunk_decays<T> d{std::vector<std::vector<T>>(n, std::vector<T>(K, T(1))),
+                    std::vector<std::vector<T>>(n, std::vector<T>(K, T(1)))};
+  if (!p.decays()) return d;
+  if (p.gates() == gate_space::log) {
+    std::vector<T> G(K, T(0));  // cumsum of the log gates
+    for (std::size_t t = 0; t < n; ++t)
+      for (std::size_t i = 0; i < K; ++i) {
+        G[i] += p.gate(b, c0 + t, h, i);
+        d.gamma[t][i] = decay_of_log_gate(G[i]);         // Γ_t = e^{G_t}
+        d.gamma_inv[t][i] = decay_of_log_gate(T(-G[i]));  // 1/Γ_t = e^{−G_t}
+      }
+  } else {
+    std::vector<T> P(K, T(1));  // cumulative product of the decays
+    for (std::size_t t = 0; t < n; ++t)
+      for (std::size_t i = 0; i < K; ++i) {
+        P[i] *= p.gate(b, c0 + t, h, i);
+        d.gamma[t][i] = P[i];
+        d.gamma_inv[t][i] = T(1) / P[i];
+      }
+  }
+  return d;
+}
 
 /// One (b, h) in chunks of `chunk_size` tokens.
 template <class T>
@@ -73,26 +109,9 @@ void run_head_chunked(const problem<T>& p, std::size_t b, std::size_t h, std::si
     }
 
     // Γ_t and 1/Γ_t per channel (n x K): the cumulative decay inside the chunk.
-    std::vector<std::vector<T>> gamma(n, std::vector<T>(K, T(1))), gamma_inv(n, std::vector<T>(K, T(1)));
-    if (p.decays()) {
-      if (p.gates() == gate_space::log) {
-        std::vector<T> G(K, T(0));  // cumsum of the log gates
-        for (std::size_t t = 0; t < n; ++t)
-          for (std::size_t i = 0; i < K; ++i) {
-            G[i] += p.gate(b, c0 + t, h, i);
-            gamma[t][i] = exp_of(G[i]);
-            gamma_inv[t][i] = exp_of(T(-G[i]));
-          }
-      } else {
-        std::vector<T> P(K, T(1));  // cumulative product of the decays
-        for (std::size_t t = 0; t < n; ++t)
-          for (std::size_t i = 0; i < K; ++i) {
-            P[i] *= p.gate(b, c0 + t, h, i);
-            gamma[t][i] = P[i];
-            gamma_inv[t][i] = T(1) / P[i];
-          }
-      }
-    }
+    const chunk_decays<T> decays = cumulative_decays(p, b, h, c0, n);
+    const std::vector<std::vector<T>>& gamma = decays.gamma;
+    const std::vector<std::vector<T>>& gamma_inv = decays.gamma_inv;
     // ρ_tj ⊙ x for a K-vector x: the decay from just after token j to token t.
     const auto ratio = [&](std::size_t t, std::size_t j, std::size_t i) { return gamma[t][i] * gamma_inv[j][i]; };
 

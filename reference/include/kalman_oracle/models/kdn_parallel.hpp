@@ -30,6 +30,7 @@
 #include "kalman_oracle/models/delta_rule.hpp"
 #include "kalman_oracle/models/diagonal.hpp"
 #include "kalman_oracle/models/fixed_gain.hpp"
+#include "kalman_oracle/models/gates.hpp"
 #include "kalman_oracle/models/isotropic.hpp"
 #include "kalman_oracle/models/options.hpp"
 #include "kalman_oracle/scan/schedules.hpp"
@@ -90,16 +91,6 @@ void kdn_memory_head(const tensor<T>& q, const tensor<T>& k, const tensor<T>& v,
   }
 }
 
-/// S_0 of head (b, h) into a K x V row-major vector.
-template <class T>
-std::vector<T> kdn_initial_state(const broadcast_view<T>& s0, std::size_t b, std::size_t h, std::size_t K,
-                                 std::size_t V) {
-  std::vector<T> state(K * V);
-  for (std::size_t i = 0; i < K; ++i)
-    for (std::size_t j = 0; j < V; ++j) state[i * V + j] = s0(b, h, i, j);
-  return state;
-}
-
 }  // namespace detail
 
 /// The memory path alone, gains given (§7's two-key rule; with κ_t = β_t k_t it is KDA). It is the
@@ -150,7 +141,7 @@ diagonal_kdn_outputs<T> diagonal_kdn_parallel(const diagonal_kdn_inputs<T>& inpu
                                              pb.r(b, t, h), mu);
       const std::vector<mobius<T>> prefixes =
           inclusive_scan(scan.schedule, monoid, std::span<const mobius<T>>(leaves), scan.chunk_size);
-      const T prior = pb.p0(b, h, i);
+      const T prior = pb.prior(b, h, i);
       for (std::size_t t = 0; t < N; ++t) covariance[t * K + i] = mobius_apply(prefixes[t], prior);
     }
 
@@ -158,7 +149,7 @@ diagonal_kdn_outputs<T> diagonal_kdn_parallel(const diagonal_kdn_inputs<T>& inpu
     std::vector<T> predicted(N * K), gain(N * K);
     for (std::size_t t = 0; t < N; ++t) {
       for (std::size_t i = 0; i < K; ++i) {
-        const T previous = t == 0 ? pb.p0(b, h, i) : covariance[(t - 1) * K + i];
+        const T previous = t == 0 ? pb.prior(b, h, i) : covariance[(t - 1) * K + i];
         predicted[t * K + i] = alpha[t * K + i] * alpha[t * K + i] * previous + pb.omega(b, t, h, i);
       }
       T denominator = pb.r(b, t, h);
@@ -170,7 +161,7 @@ diagonal_kdn_outputs<T> diagonal_kdn_parallel(const diagonal_kdn_inputs<T>& inpu
     }
 
     // Phase 3: the fixed-gain memory.
-    std::vector<T> state = detail::kdn_initial_state(pb.s0, b, h, K, V);
+    std::vector<T> state = pb.initial_state(b, h);
     detail::kdn_memory_head<T>(inputs.q, inputs.k, inputs.v, b, h, alpha, gain, pb.tau, state, out.o);
 
     for (std::size_t t = 0; t < N; ++t) {
@@ -225,7 +216,7 @@ isotropic_kdn_outputs<T> isotropic_kdn_parallel(const isotropic_kdn_inputs<T>& i
       leaves[t] = iso_kdn_covariance_leaf(alpha_at(t), pb.omega(b, t, h), key_at(t), pb.r(b, t, h), mu);
     const std::vector<mobius<T>> prefixes =
         inclusive_scan(scan.schedule, monoid, std::span<const mobius<T>>(leaves), scan.chunk_size);
-    const T prior = pb.b0(b, h);
+    const T prior = pb.prior(b, h);
     std::vector<T> covariance(N);
     for (std::size_t t = 0; t < N; ++t) covariance[t] = mobius_apply(prefixes[t], prior);
 
@@ -241,7 +232,7 @@ isotropic_kdn_outputs<T> isotropic_kdn_parallel(const isotropic_kdn_inputs<T>& i
     }
 
     // Phase 3: the fixed-gain memory.
-    std::vector<T> state = detail::kdn_initial_state(pb.s0, b, h, K, V);
+    std::vector<T> state = pb.initial_state(b, h);
     detail::kdn_memory_head<T>(inputs.q, inputs.k, inputs.v, b, h, alpha, gain, pb.tau, state, out.o);
 
     for (std::size_t t = 0; t < N; ++t) {
