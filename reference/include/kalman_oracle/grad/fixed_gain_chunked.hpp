@@ -47,100 +47,6 @@
 
 namespace kalman_oracle {
 
-namespace detail::grad {
-
-/// Every intermediate of one chunk's forward pass, from its start state (see the top).
-template <class T>
-struct wy_chunk {
-  std::size_t n = 0;
-  std::vector<T> r;
-  std::vector<std::vector<T>> e, w, v, sq, q, gamma, gamma_inv, Tm, X, Y, W, U;  // U holds Ũ
-
-  T ratio(std::size_t t, std::size_t j, std::size_t i) const { return gamma[t][i] * gamma_inv[j][i]; }
-};
-
-template <class T>
-wy_chunk<T> wy_forward(const detail::fixed_gain::problem<T>& p, std::size_t b, std::size_t h, std::size_t c0,
-                       std::size_t n, const std::vector<T>& S) {
-  const std::size_t K = p.key_dim(), V = p.value_dim();
-  wy_chunk<T> c;
-  c.n = n;
-  c.r.assign(n, T(1));
-  c.e.resize(n), c.w.resize(n), c.v.resize(n), c.sq.resize(n), c.q.resize(n);
-  for (std::size_t t = 0; t < n; ++t) {
-    const std::size_t tok = c0 + t;
-    c.e[t] = p.key(b, tok, h);
-    c.v[t] = p.value(b, tok, h);
-    c.q[t] = p.query(b, tok, h);
-    c.sq[t] = c.q[t];
-    for (auto& x : c.sq[t]) x = p.scale() * x;
-    if (p.given_gain()) {
-      c.w[t].resize(K);
-      for (std::size_t i = 0; i < K; ++i) c.w[t][i] = p.kappa(b, tok, h, i);
-    } else {
-      c.w[t] = c.e[t];
-      if (p.erases()) c.r[t] = p.beta(b, tok, h);
-    }
-  }
-  auto decays = detail::fixed_gain::cumulative_decays(p, b, h, c0, n);
-  c.gamma = std::move(decays.gamma);
-  c.gamma_inv = std::move(decays.gamma_inv);
-  std::vector<std::vector<T>> A(n, std::vector<T>(n, T(0)));
-  if (p.erases())
-    for (std::size_t t = 0; t < n; ++t)
-      for (std::size_t j = 0; j < t; ++j) {
-        T dot(0);
-        for (std::size_t i = 0; i < K; ++i) dot += c.e[t][i] * c.ratio(t, j, i) * c.w[j][i];
-        A[t][j] = c.r[t] * dot;
-      }
-  c.Tm.assign(n, std::vector<T>(n, T(0)));
-  for (std::size_t j = 0; j < n; ++j) {
-    c.Tm[j][j] = T(1);
-    for (std::size_t t = j + 1; t < n; ++t) {
-      T sum(0);
-      for (std::size_t m = j; m < t; ++m) sum += A[t][m] * c.Tm[m][j];
-      c.Tm[t][j] = -sum;
-    }
-  }
-  c.X.assign(n, std::vector<T>(K, T(0)));
-  c.Y.assign(n, std::vector<T>(V, T(0)));
-  for (std::size_t t = 0; t < n; ++t) {
-    if (p.erases())
-      for (std::size_t i = 0; i < K; ++i) c.X[t][i] = c.r[t] * (c.gamma[t][i] * c.e[t][i]);
-    for (std::size_t j = 0; j < V; ++j) c.Y[t][j] = c.r[t] * c.v[t][j];
-  }
-  c.W.assign(n, std::vector<T>(K, T(0)));
-  c.U.assign(n, std::vector<T>(V, T(0)));
-  for (std::size_t t = 0; t < n; ++t)
-    for (std::size_t m = 0; m <= t; ++m) {
-      for (std::size_t j = 0; j < V; ++j) c.U[t][j] += c.Tm[t][m] * c.Y[m][j];
-      for (std::size_t i = 0; i < K; ++i) c.W[t][i] += c.Tm[t][m] * c.X[m][i];
-    }
-  for (std::size_t t = 0; t < n; ++t)
-    for (std::size_t j = 0; j < V; ++j) {
-      T ws(0);
-      for (std::size_t i = 0; i < K; ++i) ws += c.W[t][i] * S[i * V + j];
-      c.U[t][j] -= ws;
-    }
-  return c;
-}
-
-/// S' = diag(Γ_L) S + Σ_m diag(ρ_Lm) w_m Ũ_mᵀ.
-template <class T>
-std::vector<T> wy_carry(const wy_chunk<T>& c, const std::vector<T>& S, std::size_t K, std::size_t V) {
-  const std::size_t L = c.n - 1;
-  std::vector<T> next(K * V);
-  for (std::size_t i = 0; i < K; ++i)
-    for (std::size_t j = 0; j < V; ++j) {
-      T s = c.gamma[L][i] * S[i * V + j];
-      for (std::size_t m = 0; m < c.n; ++m) s += c.ratio(L, m, i) * c.w[m][i] * c.U[m][j];
-      next[i * V + j] = s;
-    }
-  return next;
-}
-
-}  // namespace detail::grad
-
 template <class T>
 gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, const cotangents<T>& cot,
                                          std::size_t chunk_size) {
@@ -161,7 +67,7 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
         const std::size_t n = std::min(chunk_size, N - c0);
         starts.push_back(c0);
         state_at.push_back(S);
-        S = detail::grad::wy_carry(detail::grad::wy_forward(p, b, h, c0, n, S), S, K, V);
+        S = detail::fixed_gain::wy_carry(detail::fixed_gain::wy_chunk_forward(p, b, h, c0, n, S), S, K, V);
       }
       std::vector<T> dS(K * V, T(0));
       for (std::size_t i = 0; i < K; ++i)
@@ -170,7 +76,7 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
       for (std::size_t ci = starts.size(); ci-- > 0;) {
         const std::size_t c0 = starts[ci], n = std::min(chunk_size, N - c0), L = n - 1;
         const std::vector<T>& S0 = state_at[ci];
-        const detail::grad::wy_chunk<T> c = detail::grad::wy_forward(p, b, h, c0, n, S0);
+        const detail::fixed_gain::wy_chunk<T> c = detail::fixed_gain::wy_chunk_forward(p, b, h, c0, n, S0);
         std::vector<T> dr(n, T(0));
         std::vector<std::vector<T>> de(n, std::vector<T>(K, T(0))), dw = de, dsq = de, dG = de, dGi = de,
                                     dX = de, dW = de, dU(n, std::vector<T>(V, T(0))), dY = dU;
