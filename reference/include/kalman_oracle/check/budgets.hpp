@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <optional>
 #include <string>
