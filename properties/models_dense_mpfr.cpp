@@ -275,19 +275,19 @@ TEST_SUITE("dense") {
           if (exact_in.initial_state)
             for (Eigen::Index j = 0; j < m; ++j) S0(i, j) = (*exact_in.initial_state)(0, 0, i, j);
         }
-        const auto P0_inv = information_detail::spd_inverse<mpfi_interval>(P0);
+        const auto P0_inv = detail::information::spd_inverse<mpfi_interval>(P0);
         RC_ASSERT(P0_inv.has_value());
         interval_matrix A = *P0_inv;
-        interval_matrix rhs = dense_detail::multiply<mpfi_interval>(*P0_inv, S0);
+        interval_matrix rhs = detail::dense::multiply<mpfi_interval>(*P0_inv, S0);
         for (std::size_t t = 0; t < L; ++t) {
           dense_vector<mpfi_interval> k(n), v(m);
           for (Eigen::Index i = 0; i < n; ++i) k(i) = exact_in.k(0, t, 0, i);
           for (Eigen::Index j = 0; j < m; ++j) v(j) = exact_in.v(0, t, 0, j);
-          A += dense_detail::outer<mpfi_interval>(k, k, exact_in.r(0, t, 0));
-          rhs += dense_detail::outer<mpfi_interval>(k, v, exact_in.r(0, t, 0));
+          A += detail::dense::outer<mpfi_interval>(k, k, exact_in.r(0, t, 0));
+          rhs += detail::dense::outer<mpfi_interval>(k, v, exact_in.r(0, t, 0));
         }
-        const auto S = information_detail::spd_solve<mpfi_interval>(A, rhs);
-        const auto P = information_detail::spd_inverse<mpfi_interval>(A);
+        const auto S = detail::information::spd_solve<mpfi_interval>(A, rhs);
+        const auto P = detail::information::spd_inverse<mpfi_interval>(A);
         RC_ASSERT(S.has_value() && P.has_value());
         for (Eigen::Index i = 0; i < n; ++i) {
           for (Eigen::Index j = 0; j < m; ++j) ridge_state(0, 0, i, j) = (*S)(i, j);

@@ -1,7 +1,7 @@
 // Exact laws of the diagonal and isotropic KDN (MATH.md §4, §5, §7, §8), over rationals:
-//   - the parallel form (covariance scan + per-token gains + fixed-gain memory) equals the
+//   - the parallel form (covariance scan + per-token gains + chunked fixed-gain memory) equals the
 //     sequential reference exactly, for every schedule, chunk size (1, 2, 3, 16, 64, > T) and
-//     rescale mode;
+//     rescale mode of the scan and every chunk size of the memory's WY form;
 //   - μ leaves the current token's gain and output unchanged and changes later ones, precisely;
 //   - K = 1: the diagonal and isotropic models coincide;
 //   - the isotropic KDN is the fixed-gain memory with κ_t = β_t k_t (KDA with β from §5);
@@ -115,13 +115,15 @@ isotropic_kdn_inputs<R> gen_iso_inputs(const kdn_sizes& s, bool broadcast) {
   return in;
 }
 
-/// Schedule (chunked most of the time: the kernels' schedule), chunk size and rescale mode.
+/// Schedule (chunked most of the time: the kernels' schedule), chunk size and rescale mode of the
+/// covariance scan, and the memory's chunk size.
 kdn_scan_options gen_scan(std::size_t tokens) {
   const scan_schedule schedule = *rc::gen::weightedOneOf<scan_schedule>(
       {{4, rc::gen::just(scan_schedule::chunked)}, {1, rc::gen::elementOf(all_scan_schedules)}});
-  return {schedule, *kt::gen_chunk_size(tokens),
-          *rc::gen::element(rescale_mode::none, rescale_mode::trace, rescale_mode::max_entry,
-                            rescale_mode::power_of_two)};
+  const std::size_t scan_chunk = *kt::gen_chunk_size(tokens);
+  const rescale_mode rescale = *rc::gen::element(rescale_mode::none, rescale_mode::trace, rescale_mode::max_entry,
+                                                 rescale_mode::power_of_two);
+  return {schedule, scan_chunk, rescale, *kt::gen_chunk_size(tokens)};
 }
 
 // ---- Helpers -------------------------------------------------------------------------------------

@@ -2,8 +2,8 @@
 // at 256 bits (granted 257) for T up to 4096, and threads = 3 is bit-identical to threads = 1.
 //
 // THE BOUND. u = 2^-p (p the granted precision), λ = u / (1 − u), γ_n = n u / (1 − n u). Inputs are
-// exact at p bits (dyadic doubles); decays α are the same values in both forms (one shared helper,
-// e^g included). Every MPFR operation is correctly rounded: fl(x ∘ y) = (x ∘ y)(1 + δ), |δ| <= u,
+// exact at p bits (dyadic doubles); the covariance paths' decays α are the same values in both forms
+// (models/gates.hpp, e^g included; the chunked memory forms its own, see (4)). Every MPFR operation is correctly rounded: fl(x ∘ y) = (x ∘ y)(1 + δ), |δ| <= u,
 // and |δ| <= λ relative to the computed value; no underflow or overflow (MPFR's exponent range).
 // Relative errors of positive quantities are measured in log: "x has budget n" means
 // |log(x_computed / x_exact)| <= n λ, and a chain of n roundings over non-negative terms has
@@ -32,23 +32,48 @@
 //     Readout variance: diagonal 2K more (a sum of K non-negative terms on each side), isotropic 2.
 //     κ^par and κ^seq have the same sign and vanish together; |κ^par − κ^seq| <= c_t |κ^seq| with
 //     c_t = exp(ε_κ(t) λ) − 1.
-// (4) Memory (a running bound, Higham's running error analysis, no cancellation assumed). Both forms
-//     run the same operations (models/delta_rule.hpp) with different gains. For one operation on
-//     the two sides, z^x = fl(x^x ∘ y^x): |z^par − z^seq| <= (|exact difference| + 2λ|z^seq|) / (1 − λ),
-//     and a K-term dot product adds γ_K Σ |terms| on each side. With E >= |S^par_{t−1} − S^seq_{t−1}|
-//     (E_0 = 0) and the sequential intermediates (replayed here, and checked to equal the reference
-//     bit for bit):
-//       Ŝ = fl(α S):          Ê_ij = (α_i E_ij + 2λ|Ŝ_ij|) / (1 − λ)
-//       y = fl(Ŝᵀ k):         P_j  = Σ_i Ê_ij |k_i| + γ_K Σ_i (2|Ŝ_ij| + Ê_ij) |k_i|
-//       e = fl(v − y):        Ee_j = (P_j + 2λ|e_j|) / (1 − λ)
-//       w = fl(κ e):          Ew_ij = (c |κ_i| (|e_j| + Ee_j) + |κ_i| Ee_j + 2λ|w_ij|) / (1 − λ)
-//       S = fl(Ŝ + w):        E'_ij = (Ê_ij + Ew_ij + 2λ|S_ij|) / (1 − λ)
-//       o = fl(Sᵀ fl(τ q)):   |o^par_j − o^seq_j| <= Σ_i E'_ij |τq_i| + γ_K Σ_i (2|S_ij| + E'_ij) |τq_i|
-//     (the fl(τ q_i) are the same numbers on both sides).
+// (4) Memory (docs/kdn-parallel-rounding.md). The parallel form runs the memory in the chunked WY
+//     form (models/fixed_gain_chunked.hpp, chunks of C tokens) with its gains κ^par; the sequential
+//     one token by token (models/delta_rule.hpp) with κ^seq. Both are compared through one exact
+//     value: X* = the exact memory with the gains κ^par (the parallel's numbers, taken as exact),
+//     the exact decays α* (e^g, or the linear α), and the same read vectors fl(τ q) (one
+//     multiplication, the same numbers on both sides):
+//         |X^par − X^seq| <= |X^par − X*| + |X* − X^seq|.
+//     The chunked form's own norm-wise bound (properties/models_fixed_gain_mpfr.cpp) does not apply:
+//     its hypotheses exclude a given gain, and I − κ kᵀ with the diagonal KDN's κ is not
+//     non-expansive in the Frobenius norm. Both terms are running bounds (Higham's running error
+//     analysis: every operation's rounding from its computed result, |fl(z) − z| <= λ|fl(z)|,
+//     propagated through the operation exactly as it combines its operands' errors):
+//     (4a) |X* − X^seq|, one side exact. With E >= |S^seq_{t−1} − S*_{t−1}| (E_0 = 0), α̂ = fl(e^g)
+//       (|α̂ − α*| <= e_α = λα̂ for log gates, 0 for linear ones), the sequential intermediates
+//       (replayed here and checked to equal the reference bit for bit) and c_t from (3):
+//       Ŝ = fl(α̂ S):          Ê_ij = λ|Ŝ_ij| + e_α,i |S_ij| + α̂_i (1 + λ) E_ij   (α* <= α̂ / (1 − u))
+//       y = fl(Ŝᵀ k):         P_j  = Σ_i Ê_ij |k_i| + γ_K Σ_i |Ŝ_ij| |k_i|
+//       e = fl(v − y):        Ee_j = P_j + λ|e_j|
+//       w = fl(κ^seq e):      Ew_ij = λ|w_ij| + c |κ_i| |e_j| + (1 + c) |κ_i| Ee_j     (κ* = κ^par)
+//       S = fl(Ŝ + w):        E'_ij = λ|S_ij| + Ê_ij + Ew_ij
+//       o = fl(Sᵀ fl(τ q)):   |o^seq_j − o*_j| <= Σ_i E'_ij |τq_i| + γ_K Σ_i |S_ij| |τq_i|
+//     (4b) |X^par − X*|, chunk by chunk. The chunked algorithm is replayed here operation by
+//       operation (checked to equal the parallel outputs bit for bit), each value with a bound on
+//       its distance from the same operation on exact values, from the chunk-start state taken as
+//       exact: products λ|z| + |x| e_y + |y| e_x + e_x e_y, sums λ|z| + e_x + e_y, exp (the log
+//       gates' Γ = e^G, e^{−G}) λ z + (1 + λ) z (e^{e_G} − 1), the reciprocal of the linear Γ
+//       λ|z| + e_x / (|x| (|x| − e_x)). Exactly, the chunk maps its start state linearly:
+//       S_t = M_t S_start + (terms without S_start), M_t = Π_{s<=t} (I − κ_s k_sᵀ) diag(α*_s) within
+//       the chunk (the WY form is exact algebra, models/fixed_gain_chunked.hpp), so the start
+//       state's error E_S reaches the chunk's outputs and end state through M_t exactly:
+//         |o^par_t − o*_t| <= (local bound) + |M_tᵀ fl(τ q_t)|ᵀ E_S,
+//         E_S(next chunk) = (local bound of the carry) + |M_last| E_S,
+//       with |·| entrywise and M_t evaluated at 2p + 64 bits. (The running bound alone would carry
+//       E_S through |W| and the chunk's sums of |ρ w Ũ| terms, which do not cancel as M_t does.)
 // The bound and every check are evaluated at 2p + 64 bits, where their own rounding (relative
 // < 2^-(2p+40) even over 4096 tokens) is covered by a slack factor 1 + 2^-p on each comparison.
 // Planted bugs in the sequential references move results by O(1), far outside the bound (which is
-// about 2^-240 relative for the covariances and gains, e.g. 9·4096 + 2(8·4096 + 2) + 1 < 2^17).
+// about 2^-240 relative for the covariances and gains, e.g. 9·4096 + 2(8·4096 + 2) + 1 < 2^17; the
+// property reports the memory's worst log2(observed / bound) and log2(bound / max |o|)).
+#include <mpfr.h>
+
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <vector>
@@ -150,9 +175,14 @@ isotropic_kdn_inputs<M> gen_iso(const sizes& s) {
 kdn_scan_options gen_scan(std::size_t tokens) {
   const scan_schedule schedule = *rc::gen::weightedOneOf<scan_schedule>(
       {{3, rc::gen::just(scan_schedule::chunked)}, {1, rc::gen::elementOf(all_scan_schedules)}});
-  return {schedule, *kt::gen_chunk_size(tokens),
-          *rc::gen::element(rescale_mode::none, rescale_mode::trace, rescale_mode::max_entry,
-                            rescale_mode::power_of_two)};
+  const std::size_t scan_chunk = *kt::gen_chunk_size(tokens);
+  const rescale_mode rescale = *rc::gen::element(rescale_mode::none, rescale_mode::trace, rescale_mode::max_entry,
+                                                 rescale_mode::power_of_two);
+  // Memory chunks 1, 2, 3, 16, 64, or one chunk longer than T for T <= 64 only: the chunked form's
+  // triangular inverse costs n³ per chunk.
+  const std::size_t memory_chunk = tokens <= 64 ? *kt::gen_chunk_size(tokens)
+                                                : *rc::gen::element<std::size_t>(1, 2, 3, 16, 64);
+  return {schedule, scan_chunk, rescale, memory_chunk};
 }
 
 // ---- The bound --------------------------------------------------------------------------------------
@@ -182,9 +212,9 @@ void assert_log_close(const M& x, const M& y, const M& eps, const budget& bd) {
   RC_ASSERT(abs(log(ratio)) <= eps * bd.slack);
 }
 
-/// Sequential intermediates of one token of the memory, replayed at p bits (see (4)).
+/// Sequential intermediates of one token of the memory, replayed at p bits (see (4a)).
 struct memory_step {
-  std::vector<M> alpha, decayed, innovation, write, state, scaled_query, gain;  // α, Ŝ, e, w, S, fl(τq), κ
+  std::vector<M> previous, alpha, decayed, innovation, write, state, scaled_query, gain;  // S_{t−1}, α̂, Ŝ, e, w, S, fl(τq), κ
 };
 
 /// Replays the sequential memory S_t = (I − κ_t k_tᵀ) diag(α_t) S_{t−1} + κ_t v_tᵀ with the
@@ -203,10 +233,11 @@ std::vector<memory_step> replay(const tensor<M>& q, const tensor<M>& k, const te
   for (std::size_t t = 0; t < N; ++t) {
     memory_step& st = steps[t];
     for (std::size_t i = 0; i < K; ++i) {
-      alpha[i] = detail::kdn_decay(g(0, t, 0, i), gates);
+      alpha[i] = decay_of_gate(g(0, t, 0, i), gates);
       key[i] = k(0, t, 0, i);
       query[i] = q(0, t, 0, i);
     }
+    st.previous = state;
     st.alpha = alpha;
     st.gain = gain_of(t);
     decay_rows<M>(state, V, alpha);
@@ -230,54 +261,274 @@ std::vector<memory_step> replay(const tensor<M>& q, const tensor<M>& k, const te
   return steps;
 }
 
-/// The running memory bound (4); asserts the outputs o and the final state of the two forms.
-/// `gain_budget(t)` is ε_κ(t) in units of λ. Runs inside the check scope.
+/// Bounds on the distance of a memory's outputs from the exact X* of (4): o [t * V + j], S_T [i * V + j].
+struct memory_bound {
+  std::vector<M> o, final_state;
+};
+
+/// (4a): the sequential memory against X* (gains κ^par, exact decays). `gain_budget(t)` is ε_κ(t)
+/// of (3) in units of λ. Runs inside the check scope.
 template <class GainBudget>
-void assert_memory_within_bound(const std::vector<memory_step>& steps, const tensor<M>& k, const tensor<M>& o_par, const tensor<M>& o_seq,
-                                const tensor<M>& final_par, const tensor<M>& final_seq, GainBudget gain_budget,
-                                const budget& bd) {
-  const std::size_t N = steps.size(), K = k.dim(3), V = o_seq.dim(3);
-  const M lam = bd.lambda, one(1), two(2), gk = bd.gamma(K);
-  std::vector<M> E(K * V, M(0)), Ehat(K * V), Ee(V), Enew(K * V);
+memory_bound sequential_memory_bound(const std::vector<memory_step>& steps, const tensor<M>& k, gate_space gates,
+                                     GainBudget gain_budget, const budget& bd) {
+  const std::size_t N = steps.size(), K = k.dim(3), V = steps.empty() ? 0 : steps[0].innovation.size();
+  const M lam = bd.lambda, one(1), gk = bd.gamma(K);
+  memory_bound out{std::vector<M>(N * V), {}};
+  std::vector<M> E(K * V, M(0)), Ehat(K * V), Ee(V);
   for (std::size_t t = 0; t < N; ++t) {
     const memory_step& st = steps[t];
     const M c = exp(bd.of(gain_budget(t))) - one;
-    for (std::size_t i = 0; i < K; ++i)
-      for (std::size_t j = 0; j < V; ++j)
-        Ehat[i * V + j] = (st.alpha[i] * E[i * V + j] + two * lam * abs(st.decayed[i * V + j])) / (one - lam);
+    for (std::size_t i = 0; i < K; ++i) {
+      // |α̂ − α*| <= u α* <= λ α̂ for e^g correctly rounded; a linear α is exact.
+      const M e_alpha = gates == gate_space::log ? M(lam * st.alpha[i]) : M(0);
+      const M alpha_max = st.alpha[i] * (one + lam);
+      for (std::size_t j = 0; j < V; ++j) {
+        const std::size_t x = i * V + j;
+        Ehat[x] = lam * abs(st.decayed[x]) + e_alpha * abs(st.previous[x]) + alpha_max * E[x];
+      }
+    }
     for (std::size_t j = 0; j < V; ++j) {
       M P(0), mass(0);
       for (std::size_t i = 0; i < K; ++i) {
         const M key = abs(k(0, t, 0, i));
         P += Ehat[i * V + j] * key;
-        mass += (two * abs(st.decayed[i * V + j]) + Ehat[i * V + j]) * key;
+        mass += abs(st.decayed[i * V + j]) * key;
       }
-      P += gk * mass;
-      Ee[j] = (P + two * lam * abs(st.innovation[j])) / (one - lam);
+      Ee[j] = P + gk * mass + lam * abs(st.innovation[j]);
     }
     for (std::size_t i = 0; i < K; ++i) {
       const M kappa = abs(st.gain[i]);
       for (std::size_t j = 0; j < V; ++j) {
-        const M Ew = (c * kappa * (abs(st.innovation[j]) + Ee[j]) + kappa * Ee[j] +
-                      two * lam * abs(st.write[i * V + j])) /
-                     (one - lam);
-        Enew[i * V + j] = (Ehat[i * V + j] + Ew + two * lam * abs(st.state[i * V + j])) / (one - lam);
+        const std::size_t x = i * V + j;
+        const M Ew = lam * abs(st.write[x]) + c * kappa * abs(st.innovation[j]) + (one + c) * kappa * Ee[j];
+        E[x] = lam * abs(st.state[x]) + Ehat[x] + Ew;
       }
     }
-    E = Enew;
     for (std::size_t j = 0; j < V; ++j) {
       M B(0), mass(0);
       for (std::size_t i = 0; i < K; ++i) {
         const M sq = abs(st.scaled_query[i]);
         B += E[i * V + j] * sq;
-        mass += (two * abs(st.state[i * V + j]) + E[i * V + j]) * sq;
+        mass += abs(st.state[i * V + j]) * sq;
       }
-      B += gk * mass;
-      RC_ASSERT(abs(o_par(0, t, 0, j) - o_seq(0, t, 0, j)) <= B * bd.slack);
+      out.o[t * V + j] = B + gk * mass;
     }
   }
-  for (std::size_t n = 0; n < E.size(); ++n)
-    RC_ASSERT(abs(final_par.data()[n] - final_seq.data()[n]) <= E[n] * bd.slack);
+  out.final_state = E;
+  return out;
+}
+
+/// A value as the chunked form computes it (`v`, p bits) and a bound `e` (2p + 64 bits) on its
+/// distance from the same operations on exact values (4b).
+struct tracked {
+  M v, e;
+};
+
+/// The operations of the chunked form, each rounded to p bits as the model rounds it (MPFR's
+/// correctly rounded operations into a p-bit result, whatever the scope's precision), with the
+/// running bound of (4b). Used inside the check scope.
+struct running_ops {
+  mpfr_prec_t p;
+  M lam;
+
+  M rounded() const {
+    M r;
+    mpfr_set_prec(r.backend().data(), p);
+    return r;
+  }
+  static tracked exact(const M& x) { return {x, M(0)}; }
+  tracked mul(const tracked& x, const tracked& y) const {
+    M z = rounded();
+    mpfr_mul(z.backend().data(), x.v.backend().data(), y.v.backend().data(), MPFR_RNDN);
+    M e = lam * abs(z) + abs(x.v) * y.e + abs(y.v) * x.e + x.e * y.e;
+    return {std::move(z), std::move(e)};
+  }
+  tracked add(const tracked& x, const tracked& y) const {
+    M z = rounded();
+    mpfr_add(z.backend().data(), x.v.backend().data(), y.v.backend().data(), MPFR_RNDN);
+    M e = lam * abs(z) + x.e + y.e;
+    return {std::move(z), std::move(e)};
+  }
+  tracked sub(const tracked& x, const tracked& y) const {
+    M z = rounded();
+    mpfr_sub(z.backend().data(), x.v.backend().data(), y.v.backend().data(), MPFR_RNDN);
+    M e = lam * abs(z) + x.e + y.e;
+    return {std::move(z), std::move(e)};
+  }
+  static tracked neg(const tracked& x) { return {M(-x.v), x.e}; }
+  /// e^x: |fl(e^x̂) − e^x| <= λ fl(e^x̂) + e^x̂ (e^{e_x} − 1), e^x̂ <= (1 + λ) fl(e^x̂).
+  tracked exp_of(const tracked& x) const {
+    M z = rounded();
+    mpfr_exp(z.backend().data(), x.v.backend().data(), MPFR_RNDN);
+    M e = lam * z + (M(1) + lam) * z * expm1(x.e);
+    return {std::move(z), std::move(e)};
+  }
+  /// 1/x: |fl(1/x̂) − 1/x| <= λ|fl(1/x̂)| + e_x / (|x̂| (|x̂| − e_x)), for e_x < |x̂|.
+  tracked reciprocal(const tracked& x) const {
+    RC_ASSERT(x.e < abs(x.v));
+    M z = rounded();
+    mpfr_ui_div(z.backend().data(), 1, x.v.backend().data(), MPFR_RNDN);
+    M e = lam * abs(z) + x.e / (abs(x.v) * (abs(x.v) - x.e));
+    return {std::move(z), std::move(e)};
+  }
+};
+
+/// (4b): replays the chunked memory of models/fixed_gain_chunked.hpp (the given-gain rule:
+/// r = 1, erase key k, write key κ^par), operation by operation, checks it reproduces the parallel
+/// outputs bit for bit, and bounds its distance from X*. Runs inside the check scope.
+memory_bound chunked_memory_bound(const tensor<M>& q, const tensor<M>& k, const tensor<M>& v, const tensor<M>& g,
+                                  gate_space gates, const tensor<M>& gain, const tensor<M>& initial_state,
+                                  const M& tau, std::size_t chunk_size, const tensor<M>& o_par,
+                                  const tensor<M>& final_par, const budget& bd) {
+  const std::size_t N = q.dim(1), K = q.dim(3), V = v.dim(3);
+  const running_ops ops{static_cast<mpfr_prec_t>(bd.p), bd.lambda};
+  memory_bound out{std::vector<M>(N * V), std::vector<M>(K * V, M(0))};
+  std::vector<M> S(K * V);  // the chunk-start state (p bits), exactly as the model carries it
+  for (std::size_t i = 0; i < K; ++i)
+    for (std::size_t j = 0; j < V; ++j) S[i * V + j] = initial_state(0, 0, i, j);
+  std::vector<M>& E_S = out.final_state;  // the bound on the chunk-start state's distance from X*
+
+  for (std::size_t c0 = 0; c0 < N; c0 += chunk_size) {
+    const std::size_t n = std::min(chunk_size, N - c0);
+    const auto key = [&](std::size_t t, std::size_t i) { return running_ops::exact(k(0, c0 + t, 0, i)); };
+    const auto write = [&](std::size_t t, std::size_t i) { return running_ops::exact(gain(0, c0 + t, 0, i)); };
+    // fl(τ q): the same numbers as the sequential form's read vector, exact inputs of X*.
+    std::vector<std::vector<M>> sq(n, std::vector<M>(K));
+    for (std::size_t t = 0; t < n; ++t)
+      for (std::size_t i = 0; i < K; ++i) sq[t][i] = ops.mul(running_ops::exact(tau), running_ops::exact(q(0, c0 + t, 0, i))).v;
+
+    // Γ_t and 1/Γ_t: cumsum of log gates and e^{±G}, or the cumulative product of linear decays.
+    std::vector<std::vector<tracked>> gamma(n, std::vector<tracked>(K)), gamma_inv(n, std::vector<tracked>(K));
+    for (std::size_t i = 0; i < K; ++i) {
+      tracked acc = running_ops::exact(gates == gate_space::log ? M(0) : M(1));
+      for (std::size_t t = 0; t < n; ++t) {
+        const tracked gate = running_ops::exact(g(0, c0 + t, 0, i));
+        if (gates == gate_space::log) {
+          acc = ops.add(acc, gate);
+          gamma[t][i] = ops.exp_of(acc);
+          gamma_inv[t][i] = ops.exp_of(running_ops::neg(acc));
+        } else {
+          acc = ops.mul(acc, gate);
+          gamma[t][i] = acc;
+          gamma_inv[t][i] = ops.reciprocal(acc);
+        }
+      }
+    }
+    const auto ratio = [&](std::size_t t, std::size_t j, std::size_t i) { return ops.mul(gamma[t][i], gamma_inv[j][i]); };
+
+    // A_tj = 1 · Σ_i (e_ti ρ_tj,i) w_ji (the product by r_t = 1 is exact), 𝒯 by forward substitution.
+    std::vector<std::vector<tracked>> A(n, std::vector<tracked>(n, running_ops::exact(M(0))));
+    for (std::size_t t = 0; t < n; ++t)
+      for (std::size_t j = 0; j < t; ++j) {
+        tracked dot = running_ops::exact(M(0));
+        for (std::size_t i = 0; i < K; ++i) dot = ops.add(dot, ops.mul(ops.mul(key(t, i), ratio(t, j, i)), write(j, i)));
+        A[t][j] = dot;
+      }
+    std::vector<std::vector<tracked>> Tm(n, std::vector<tracked>(n, running_ops::exact(M(0))));
+    for (std::size_t j = 0; j < n; ++j) {
+      Tm[j][j] = running_ops::exact(M(1));
+      for (std::size_t t = j + 1; t < n; ++t) {
+        tracked sum = running_ops::exact(M(0));
+        for (std::size_t m = j; m < t; ++m) sum = ops.add(sum, ops.mul(A[t][m], Tm[m][j]));
+        Tm[t][j] = running_ops::neg(sum);
+      }
+    }
+    // X_t = 1 · (Γ_t ⊙ e_t), Y_t = 1 · v_t (exact); W = 𝒯 X, U = 𝒯 Y, Ũ = U − W S.
+    std::vector<std::vector<tracked>> X(n, std::vector<tracked>(K)), Wm(n, std::vector<tracked>(K, running_ops::exact(M(0)))),
+        Ut(n, std::vector<tracked>(V, running_ops::exact(M(0))));
+    for (std::size_t t = 0; t < n; ++t)
+      for (std::size_t i = 0; i < K; ++i) X[t][i] = ops.mul(gamma[t][i], key(t, i));
+    for (std::size_t t = 0; t < n; ++t)
+      for (std::size_t m = 0; m <= t; ++m) {
+        for (std::size_t j = 0; j < V; ++j)
+          Ut[t][j] = ops.add(Ut[t][j], ops.mul(Tm[t][m], running_ops::exact(v(0, c0 + m, 0, j))));
+        for (std::size_t i = 0; i < K; ++i) Wm[t][i] = ops.add(Wm[t][i], ops.mul(Tm[t][m], X[m][i]));
+      }
+    for (std::size_t t = 0; t < n; ++t)
+      for (std::size_t j = 0; j < V; ++j) {
+        tracked ws = running_ops::exact(M(0));
+        for (std::size_t i = 0; i < K; ++i) ws = ops.add(ws, ops.mul(Wm[t][i], running_ops::exact(S[i * V + j])));
+        Ut[t][j] = ops.sub(Ut[t][j], ws);
+      }
+
+    // M_t = Π_{s<=t} (I − κ_s k_sᵀ) diag(α*_s): the exact chunk's linear map of its start state.
+    std::vector<M> map(K * K, M(0)), next_map(K * K);
+    for (std::size_t i = 0; i < K; ++i) map[i * K + i] = M(1);
+    for (std::size_t t = 0; t < n; ++t) {
+      std::vector<M> alpha(K);
+      for (std::size_t i = 0; i < K; ++i) alpha[i] = gates == gate_space::log ? M(exp(g(0, c0 + t, 0, i))) : g(0, c0 + t, 0, i);
+      for (std::size_t a = 0; a < K; ++a)
+        for (std::size_t b = 0; b < K; ++b) {
+          M s = alpha[a] * map[a * K + b];  // (D M)_ab
+          for (std::size_t i = 0; i < K; ++i) s -= gain(0, c0 + t, 0, a) * k(0, c0 + t, 0, i) * alpha[i] * map[i * K + b];
+          next_map[a * K + b] = s;
+        }
+      map = next_map;
+
+      // o_t = Sᵀ (Γ_t ⊙ sq_t) + Σ_{m<=t} [Σ_i (sq_ti ρ_tm,i) w_mi] Ũ_m, in the model's order.
+      std::vector<tracked> o(V, running_ops::exact(M(0)));
+      for (std::size_t i = 0; i < K; ++i) {
+        const tracked qg = ops.mul(gamma[t][i], running_ops::exact(sq[t][i]));
+        for (std::size_t j = 0; j < V; ++j) o[j] = ops.add(o[j], ops.mul(running_ops::exact(S[i * V + j]), qg));
+      }
+      for (std::size_t m = 0; m <= t; ++m) {
+        tracked score = running_ops::exact(M(0));
+        for (std::size_t i = 0; i < K; ++i)
+          score = ops.add(score, ops.mul(ops.mul(running_ops::exact(sq[t][i]), ratio(t, m, i)), write(m, i)));
+        for (std::size_t j = 0; j < V; ++j) o[j] = ops.add(o[j], ops.mul(score, Ut[m][j]));
+      }
+      // The start state's error reaches o_t through M_tᵀ sq_t.
+      for (std::size_t j = 0; j < V; ++j) {
+        RC_ASSERT(o[j].v == o_par(0, c0 + t, 0, j));
+        M carried(0);
+        for (std::size_t b = 0; b < K; ++b) {
+          M row(0);
+          for (std::size_t a = 0; a < K; ++a) row += sq[t][a] * map[a * K + b];
+          carried += abs(row) * E_S[b * V + j];
+        }
+        out.o[(c0 + t) * V + j] = o[j].e + carried;
+      }
+    }
+
+    // The carry S' = diag(Γ_last) S + Σ_m (ρ_last,m ⊙ w_m) Ũ_mᵀ; the start error through M_last.
+    const std::size_t last = n - 1;
+    std::vector<M> next(K * V), E_next(K * V);
+    for (std::size_t i = 0; i < K; ++i)
+      for (std::size_t j = 0; j < V; ++j) {
+        tracked s = ops.mul(gamma[last][i], running_ops::exact(S[i * V + j]));
+        for (std::size_t m = 0; m < n; ++m) s = ops.add(s, ops.mul(ops.mul(ratio(last, m, i), write(m, i)), Ut[m][j]));
+        M carried(0);
+        for (std::size_t b = 0; b < K; ++b) carried += abs(map[i * K + b]) * E_S[b * V + j];
+        next[i * V + j] = s.v;
+        E_next[i * V + j] = s.e + carried;
+      }
+    S = std::move(next);
+    E_S = std::move(E_next);
+  }
+  for (std::size_t x = 0; x < S.size(); ++x) RC_ASSERT(S[x] == final_par.data()[x]);
+  return out;
+}
+
+/// Worst log2(observed / bound) and log2(bound / max |o|) of the memory checks of one test case
+/// (reported, to show how tight the bound is and that it is far from vacuous).
+double worst_memory_ratio = -1e9, worst_memory_relative_bound = -1e9;
+
+/// Asserts |par − seq| <= (4a) + (4b) on every o_{t,j} and S_T entry.
+void assert_memory_within_bound(const memory_bound& sequential, const memory_bound& chunked, const tensor<M>& o_par,
+                                const tensor<M>& o_seq, const tensor<M>& final_par, const tensor<M>& final_seq,
+                                const budget& bd) {
+  M largest(0);
+  for (const M& x : o_seq.data()) largest = std::max(largest, M(abs(x)));
+  const auto check = [&](const M& a, const M& b, const M& bound) {
+    const M difference = abs(a - b);
+    RC_ASSERT(difference <= bound * bd.slack);
+    if (difference > 0) worst_memory_ratio = std::max(worst_memory_ratio, to_double<M>(log2(difference / bound)));
+    if (largest > 0) worst_memory_relative_bound = std::max(worst_memory_relative_bound, to_double<M>(log2(bound / largest)));
+  };
+  for (std::size_t x = 0; x < o_seq.size(); ++x)
+    check(o_par.data()[x], o_seq.data()[x], sequential.o[x] + chunked.o[x]);
+  for (std::size_t x = 0; x < final_seq.size(); ++x)
+    check(final_par.data()[x], final_seq.data()[x], sequential.final_state[x] + chunked.final_state[x]);
 }
 
 /// Rounding cost of one compose per monomial (2), with trace or max-entry rescaling 3.
@@ -296,6 +547,7 @@ double parallel_covariance_budget(std::size_t t, double leaf, double compose) {
 
 TEST_SUITE("kdn") {
   TEST_CASE("kdn: diagonal parallel form within the derived bound of the sequential one (MPFR 256, T <= 4096)") {
+    worst_memory_ratio = worst_memory_relative_bound = -1e9;
     check_property("diag_kdn_parallel_within_bound_mpfr", [] {
       const precision_scope scope(working_bits);
       const unsigned p = scalar_traits<M>::precision_bits();
@@ -332,12 +584,20 @@ TEST_SUITE("kdn") {
       }
       for (std::size_t i = 0; i < K; ++i)
         assert_log_close(par.final_covariance(0, 0, i), seq.final_covariance(0, 0, i), bd.of(cov(N)), bd);
-      assert_memory_within_bound(steps, in.k, par.o, seq.o, par.final_state, seq.final_state,
-                                 [&](std::size_t t) { return gain(t + 1); }, bd);
+      const memory_bound sequential =
+          sequential_memory_bound(steps, in.k, in.gates, [&](std::size_t t) { return gain(t + 1); }, bd);
+      const memory_bound chunked =
+          chunked_memory_bound(in.q, in.k, in.v, in.g, in.gates, *par.gain, *in.initial_state, tau,
+                               scan.memory_chunk_size, par.o, par.final_state, bd);
+      assert_memory_within_bound(sequential, chunked, par.o, seq.o, par.final_state, seq.final_state, bd);
     });
+    MESSAGE("kdn mpfr256 memory: worst log2(observed / bound) " << worst_memory_ratio
+                                                                << ", worst log2(bound / max |o|) "
+                                                                << worst_memory_relative_bound);
   }
 
   TEST_CASE("kdn: isotropic parallel form within the derived bound of the sequential one (MPFR 256, T <= 4096)") {
+    worst_memory_ratio = worst_memory_relative_bound = -1e9;
     check_property("iso_kdn_parallel_within_bound_mpfr", [] {
       const precision_scope scope(working_bits);
       const unsigned p = scalar_traits<M>::precision_bits();
@@ -356,6 +616,10 @@ TEST_SUITE("kdn") {
                                   return kappa;
                                 },
                                 seq.o, seq.final_state);
+      // The parallel form's memory gains κ_t = fl(β_t k_t), as models/kdn_parallel.hpp forms them.
+      tensor<M> par_gain("gain", {1, N, 1, K});
+      for (std::size_t t = 0; t < N; ++t)
+        for (std::size_t i = 0; i < K; ++i) par_gain(0, t, 0, i) = (*par.beta)(0, t, 0) * in.k(0, t, 0, i);
 
       const precision_scope check_scope(2 * p + 64);
       const budget bd = make_budget(p);
@@ -372,9 +636,16 @@ TEST_SUITE("kdn") {
         assert_log_close(par.readout_variance(0, t, 0), seq.readout_variance(0, t, 0), bd.of(cov(t + 1) + 2), bd);
       }
       assert_log_close(par.final_covariance(0, 0), seq.final_covariance(0, 0), bd.of(cov(N)), bd);
-      assert_memory_within_bound(steps, in.k, par.o, seq.o, par.final_state, seq.final_state,
-                                 [&](std::size_t t) { return beta(t + 1) + 2; }, bd);
+      const memory_bound sequential =
+          sequential_memory_bound(steps, in.k, in.gates, [&](std::size_t t) { return beta(t + 1) + 2; }, bd);
+      const memory_bound chunked =
+          chunked_memory_bound(in.q, in.k, in.v, in.g, in.gates, par_gain, *in.initial_state, tau,
+                               scan.memory_chunk_size, par.o, par.final_state, bd);
+      assert_memory_within_bound(sequential, chunked, par.o, seq.o, par.final_state, seq.final_state, bd);
     });
+    MESSAGE("kdn mpfr256 memory: worst log2(observed / bound) " << worst_memory_ratio
+                                                                << ", worst log2(bound / max |o|) "
+                                                                << worst_memory_relative_bound);
   }
 
   TEST_CASE("kdn: threads = 3 is bit-identical to threads = 1 (MPFR 256)") {

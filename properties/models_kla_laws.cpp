@@ -25,11 +25,12 @@
 
 #include "generators.hpp"
 #include "kalman_oracle/algebra/recursion_steps.hpp"
-#include "kalman_oracle/io/tensor.hpp"
 #include "kalman_oracle/models/kla.hpp"
 #include "kalman_oracle/models/kla_parallel.hpp"
 #include "kalman_oracle/scalar/precision_scope.hpp"
 #include "kalman_oracle/scalar/traits.hpp"
+#include "kalman_oracle/tensor/broadcast_view.hpp"
+#include "kalman_oracle/tensor/tensor.hpp"
 #include "rapidcheck_doctest.hpp"
 
 // ---- Generators of KLA problems: sizes, values, and the broadcast pattern of every parameter ----

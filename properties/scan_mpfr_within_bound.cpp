@@ -32,8 +32,10 @@
 // using (1+u)^K <= 1 + γ_K and (1-u)^K >= 1 - γ_K (Higham, Lemma 3.1).
 //
 // Both checks are evaluated in interval arithmetic (MPFI) at 2p + 64 bits from the exact computed
-// values, and pass only if certified; the planted bug brent_kung_lossy_compose (a relative 2^-200
-// in one entry, against B_K <= 2^-241 for n <= 1000) must fail them.
+// values, and pass only if certified; the planted bug brent_kung_lossy_compose (algebra/mobius.hpp:
+// every compose of the Möbius monoid off by a relative 2^-200 in one entry, against B_K <= 2^-241
+// for n <= 1000) must fail them: the fold and the tree schedules associate the products
+// differently, so the nudges land on different partial products.
 #include <mpfi.h>
 #include <mpfr.h>
 

@@ -1,5 +1,5 @@
 // grad/common.hpp and grad/compare.hpp: named tensor sets, the broadcasting rule for gradients,
-// the gate rule, and the comparisons the properties use.
+// and the comparisons the properties use.
 #include <doctest/doctest.h>
 
 #include <vector>
@@ -26,11 +26,6 @@ TEST_CASE("grad: a broadcast parameter's gradient is summed over the broadcast a
   CHECK(mid.result()(1, 0, 2) == 4);
   CHECK(mid.result()(0, 0, 2) == 0);
   CHECK_THROWS_AS(broadcast_accumulator<R>("p", {5}, {2, 3}), input_error);
-}
-
-TEST_CASE("grad: log gates multiply by alpha, linear gates pass through") {
-  CHECK(gate_cotangent(R(3), R(1, 2), gate_space::log) == R(3, 2));
-  CHECK(gate_cotangent(R(3), R(1, 2), gate_space::linear) == 3);
 }
 
 TEST_CASE("grad: named tensor sets, comparisons and inner products") {

@@ -279,8 +279,8 @@ TEST_CASE("dense: bad inputs are rejected with a message naming the tensor, the 
     in = hand_example<R>();
     in.transition = dense_transition<R>::diagonal(tensor<R>("g", {2}), gate_space::log);
     CHECK_THROWS_WITH_AS(dense_forward(in),
-                         "g: log-space gates need exp, which rational cannot represent exactly; rule: exact types "
-                         "take the decay alpha (gate_space::linear)",
+                         "g: gate_space::log needs exp(g), which is irrational for rational g != 0; rule: exact scalars "
+                         "take the decays alpha with gate_space::linear",
                          input_error);
     in = hand_example<R>();
     in.scale.reset();

@@ -96,10 +96,15 @@ TEST_CASE("diagonal KDN: hand-worked 2-token example (K = 2, V = 1)") {
 }
 
 TEST_CASE("diagonal KDN: the parallel form reproduces the example for every chunk size and rescale mode") {
+  // Scan and memory chunks of 1 (one token each), 2 (the whole sequence) and 3 (longer than T = 2).
   for (std::size_t chunk : {1u, 2u, 3u})
-    for (rescale_mode mode : {rescale_mode::none, rescale_mode::trace, rescale_mode::max_entry,
-                              rescale_mode::power_of_two})
-      check_example(diagonal_kdn_parallel(example(), {scan_schedule::chunked, chunk, mode}, {1, true}));
+    for (std::size_t memory_chunk : {1u, 2u, 3u})
+      for (rescale_mode mode : {rescale_mode::none, rescale_mode::trace, rescale_mode::max_entry,
+                                rescale_mode::power_of_two})
+        check_example(diagonal_kdn_parallel(example(), {scan_schedule::chunked, chunk, mode, memory_chunk}, {1, true}));
+  const kdn_scan_options empty_memory_chunks{scan_schedule::chunked, 2, rescale_mode::none, 0};
+  CHECK(message_of([&] { diagonal_kdn_parallel(example(), empty_memory_chunks); }) ==
+        "memory_chunk_size: 0; rule: a chunk of the memory needs at least one token");
 }
 
 TEST_CASE("diagonal KDN: no internals unless asked for") {
@@ -295,7 +300,8 @@ TEST_CASE("diagonal KDN: bad inputs are named with the element and the rule") {
           "v: element [0, 1, 0, 0] is nan; rule: must be finite (no NaN or infinity)");
     in.v(0, 1, 0, 0) = 1.0;
     in.g(0) = 0.5;
-    CHECK(message_of([&] { diagonal_kdn_forward(in); }) == "g: element [0] is 0.5; rule: log gate g must be <= 0");
+    CHECK(message_of([&] { diagonal_kdn_forward(in); }) ==
+          "g: element [0] is 0.5; rule: log gate g must be <= 0 (decay alpha = e^g in (0, 1])");
     in.g(0) = -std::numeric_limits<double>::infinity();
     CHECK(message_of([&] { diagonal_kdn_forward(in); }) ==
           "g: element [0] is -inf; rule: must be finite (no NaN or infinity)");

@@ -208,7 +208,7 @@ TEST_CASE("fixed_gain: bad inputs are rejected with the tensor, the index and th
   SUBCASE("positive log gate") {
     in.g->data()[3] = 0.5;
     CHECK_THROWS_WITH_AS(fixed_gain_forward(in),
-                         "g: element [0, 1, 0, 1] is 0.5; rule: log gate must be <= 0 (decay e^g in (0, 1])",
+                         "g: element [0, 1, 0, 1] is 0.5; rule: log gate g must be <= 0 (decay alpha = e^g in (0, 1])",
                          input_error);
   }
   SUBCASE("linear decays outside (0, 1]") {
@@ -216,10 +216,10 @@ TEST_CASE("fixed_gain: bad inputs are rejected with the tensor, the index and th
     in.g = tensor<double>("g", {1, 2, 1, 2}, 0.5);
     CHECK_NOTHROW(fixed_gain_forward(in));
     in.g->data()[2] = 0.0;
-    CHECK_THROWS_WITH_AS(fixed_gain_forward(in), "g: element [0, 1, 0, 0] is 0; rule: decay must be in (0, 1]",
+    CHECK_THROWS_WITH_AS(fixed_gain_forward(in), "g: element [0, 1, 0, 0] is 0; rule: decay alpha must be in (0, 1]",
                          input_error);
     in.g->data()[2] = 1.5;
-    CHECK_THROWS_WITH_AS(fixed_gain_forward(in), "g: element [0, 1, 0, 0] is 1.5; rule: decay must be in (0, 1]",
+    CHECK_THROWS_WITH_AS(fixed_gain_forward(in), "g: element [0, 1, 0, 0] is 1.5; rule: decay alpha must be in (0, 1]",
                          input_error);
   }
   SUBCASE("parameters present or absent per rule") {
@@ -251,8 +251,8 @@ TEST_CASE("fixed_gain: bad inputs are rejected with the tensor, the index and th
     fixed_gain_inputs<R> r = two_token_k2(fixed_gain_rule::gla);
     r.gates = gate_space::log;
     CHECK_THROWS_WITH_AS(fixed_gain_forward(r),
-                         "g: log-space gates need exp, which is not exact over rational; rule: pass the decays with "
-                         "gate_space::linear for exact arithmetic",
+                         "g: gate_space::log needs exp(g), which is irrational for rational g != 0; rule: exact scalars "
+                         "take the decays alpha with gate_space::linear",
                          input_error);
   }
 }

@@ -88,10 +88,15 @@ TEST_CASE("isotropic KDN: hand-worked 2-token example (K = 2, V = 1)") {
 }
 
 TEST_CASE("isotropic KDN: the parallel form reproduces the example for every chunk size and rescale mode") {
+  // Scan and memory chunks of 1 (one token each), 2 (the whole sequence) and 3 (longer than T = 2).
   for (std::size_t chunk : {1u, 2u, 3u})
-    for (rescale_mode mode : {rescale_mode::none, rescale_mode::trace, rescale_mode::max_entry,
-                              rescale_mode::power_of_two})
-      check_example(isotropic_kdn_parallel(example(), {scan_schedule::chunked, chunk, mode}, {1, true}));
+    for (std::size_t memory_chunk : {1u, 2u, 3u})
+      for (rescale_mode mode : {rescale_mode::none, rescale_mode::trace, rescale_mode::max_entry,
+                                rescale_mode::power_of_two})
+        check_example(isotropic_kdn_parallel(example(), {scan_schedule::chunked, chunk, mode, memory_chunk}, {1, true}));
+  const kdn_scan_options empty_memory_chunks{scan_schedule::chunked, 2, rescale_mode::none, 0};
+  CHECK(message_of([&] { isotropic_kdn_parallel(example(), empty_memory_chunks); }) ==
+        "memory_chunk_size: 0; rule: a chunk of the memory needs at least one token");
 }
 
 TEST_CASE("isotropic KDN: it is KDA with β_t from §5 (the memory path with κ_t = β_t k_t)") {

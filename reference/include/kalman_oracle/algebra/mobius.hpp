@@ -107,14 +107,35 @@ mobius<T> mobius_rescale(const mobius<T>& m, rescale_mode mode) {
   throw std::invalid_argument("mobius_rescale: unknown rescale_mode");
 }
 
-/// The Möbius monoid for the scans: compose, then rescale as chosen.
+namespace detail {
+
+/// The planted bug brent_kung_lossy_compose (see mobius_monoid): entry a multiplied by 1 + 2^-200, a
+/// no-op in formats with fewer than 201 bits (binary64: 1 + 2^-200 rounds to 1), a change of the
+/// map over rationals and in MPFR at 256 bits. Only the meta-test build evaluates it.
+template <class T>
+mobius<T> mobius_lossy(const mobius<T>& m) {
+  mobius<T> nudged = m;
+  nudged.a = m.a * (T(1) + scalar_traits<T>::ldexp(T(1), -200));
+  return nudged;
+}
+
+}  // namespace detail
+
+/// The Möbius monoid for the scans: compose, then rescale as chosen. (Planted bug
+/// brent_kung_lossy_compose, named after the schedule it was first planted in; it lives here so
+/// that scan/ knows nothing of Möbius maps: every compose's result off by a relative 2^-200 in one
+/// entry. The schedules' rounding bound (docs/math.md, "Error bounds of the scans") holds for
+/// correctly rounded composes only; the fold and the tree schedules associate the products
+/// differently, so the nudges land on different partial products, and the schedules leave the
+/// bound B_K <= 2^-241 (n <= 1000) of the fold by far: properties/scan_mpfr_within_bound.cpp.)
 template <class T>
 struct mobius_monoid {
   using value_type = mobius<T>;
   rescale_mode rescale = rescale_mode::none;
   value_type identity() const { return mobius_identity<T>(); }
   value_type compose(const value_type& later, const value_type& earlier) const {
-    return mobius_rescale(mobius_compose(later, earlier), rescale);
+    const value_type product = mobius_rescale(mobius_compose(later, earlier), rescale);
+    return KALMAN_ORACLE_MUTANT(brent_kung_lossy_compose, product, detail::mobius_lossy(product));
   }
 };
 

@@ -1,6 +1,7 @@
 // What every reference adjoint (grad/*.hpp) shares: named sets of tensors for cotangents and
-// gradients, the broadcasting rule for gradients, the gate rule, and the memory (delta-rule)
-// adjoint used by the fixed-gain family and both KDN models. docs/gradients.md derives everything.
+// gradients, the checks of given cotangents, and the broadcasting rule for gradients. The gate rule
+// is grad/gates.hpp, the memory (delta-rule) adjoint of the fixed-gain family and both KDN models
+// grad/memory.hpp. docs/gradients.md derives everything.
 //
 // Conventions (MATH.md §9):
 //   * The loss is L = Σ_outputs ⟨output, cotangent⟩: Σ_t ⟨o_t, do_t⟩ + ⟨S_T, dS_T⟩ + the other
@@ -14,12 +15,11 @@
 //   * An optional input that is absent (a default prior, S_0 = 0, ...) gets the gradient of L with
 //     respect to that default, in the input's FULL shape (so a caller can always read it).
 //   * Gates: with gate_space::log the input is g and α = e^g, so dL/dg = α dL/dα; with
-//     gate_space::linear the input is α itself.
+//     gate_space::linear the input is α itself (grad/gates.hpp).
 #pragma once
 
 #include <cstddef>
 #include <initializer_list>
-#include <span>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -28,9 +28,8 @@
 #include <vector>
 
 #include "kalman_oracle/detail/mutant.hpp"
-#include "kalman_oracle/io/tensor.hpp"
-#include "kalman_oracle/io/validate.hpp"
-#include "kalman_oracle/models/options.hpp"
+#include "kalman_oracle/tensor/tensor.hpp"
+#include "kalman_oracle/tensor/validate.hpp"
 
 namespace kalman_oracle {
 
@@ -80,7 +79,7 @@ using cotangents = named_tensors<T>;
 template <class T>
 using gradients = named_tensors<T>;
 
-namespace grad_detail {
+namespace detail::grad {
 
 /// The cotangent of output `name` with the output's shape `shape`, or nullptr when none is given.
 /// A given cotangent must have exactly that shape and be finite.
@@ -117,7 +116,11 @@ T cotangent_at(const tensor<T>* c, I... index) {
   return c ? (*c)(index...) : T(0);
 }
 
-}  // namespace grad_detail
+}  // namespace detail::grad
+
+/// The former spelling of detail::grad, for properties/grad_*.cpp only: those files are being
+/// rewritten in a change of their own, which switches them to detail::grad and removes this alias.
+namespace grad_detail = detail::grad;
 
 /// A gradient being accumulated for an input given in shape `given` and read through a broadcast
 /// view of shape `full`: add(x, full index) adds x to the element that index reads, so broadcast
@@ -158,130 +161,5 @@ class broadcast_accumulator {
   tensor<T> result_;
   std::vector<std::size_t> strides_;
 };
-
-/// dL/dg from dL/dα for a gate g as the model reads it: α = e^g (log gates) gives α dL/dα; a
-/// linear gate is α itself. (Planted bug grad_log_gate_linear_branch: the linear rule applied to
-/// log gates, i.e. differentiating through the wrong branch of the gate conversion.)
-template <class T>
-T gate_cotangent(const T& d_alpha, const T& alpha, gate_space gates) {
-  if (KALMAN_ORACLE_MUTANT(grad_log_gate_linear_branch, gates == gate_space::log, false)) return alpha * d_alpha;
-  return d_alpha;
-}
-
-// ---- The memory adjoint: one head of the generic delta rule ---------------------------------------
-//
-// Forward (models/delta_rule.hpp, fla's order), per token t, state S (K x V):
-//     Ŝ_t = diag(α_t) S_{t−1}
-//     S_t = Ŝ_t + w_t (v_t − Ŝ_tᵀ e_t)ᵀ      (erasing rules: e_t the erase key, w_t the write)
-//     S_t = Ŝ_t + w_t v_tᵀ                   (GLA: no erase)
-//     o_t = S_tᵀ (τ q_t)
-// DeltaNet/GDN/KDA: e = k, w = β k; given gain (two-key rule, both KDNs): e = k, w = κ; GLA: w = k.
-// Reverse (dS ← dS_T, then t = T..1), with res_t = v_t − Ŝ_tᵀ e_t:
-//     dS   += τ q_t do_tᵀ ;  dq_t = τ S_t do_t ;  dτ += q_tᵀ S_t do_t
-//     dw_t  = dS res_t ;  dres = dSᵀ w_t ;  dv_t = dres
-//     dŜ    = dS − e_t dresᵀ ;  de_t = −Ŝ_t dres
-//     dα_t,i = Σ_j dŜ_ij S_{t−1,ij} ;  dS ← diag(α_t) dŜ      (this is dS_{t−1})
-// and dS_0 = dS at the end. The states S_t are recomputed forward first (stored: a reference).
-
-template <class T>
-struct memory_head {
-  std::size_t tokens = 0, key_dim = 0, value_dim = 0;
-  bool erases = true;
-  T tau{1};
-  // Per token, row-major [t * K + i] / [t * V + j]:
-  std::vector<T> alpha, erase, write, value, query;  // α, e (unused without erase), w, v, q
-  std::vector<T> initial_state;                      // S_0, K x V
-};
-
-template <class T>
-struct memory_head_gradients {
-  std::vector<T> alpha, erase, write, value, query;  // dL/d(each), same layout as memory_head
-  std::vector<T> initial_state;                      // dL/dS_0
-  T tau{0};
-};
-
-/// The memory adjoint of one head (see above). `d_output` is do [t * V + j] (empty: zero) and
-/// `d_final_state` dS_T (K x V; empty: zero).
-template <class T>
-memory_head_gradients<T> memory_backward(const memory_head<T>& m, std::span<const T> d_output,
-                                         std::span<const T> d_final_state) {
-  const std::size_t N = m.tokens, K = m.key_dim, V = m.value_dim;
-  // Forward, storing S_0..S_N and Ŝ_1..Ŝ_N and the residuals.
-  std::vector<std::vector<T>> S(N + 1), S_hat(N), residual(N);
-  S[0] = m.initial_state;
-  for (std::size_t t = 0; t < N; ++t) {
-    S_hat[t] = S[t];
-    for (std::size_t i = 0; i < K; ++i)
-      for (std::size_t j = 0; j < V; ++j) S_hat[t][i * V + j] *= m.alpha[t * K + i];
-    residual[t].assign(V, T(0));
-    for (std::size_t j = 0; j < V; ++j) {
-      T predicted(0);
-      if (m.erases)
-        for (std::size_t i = 0; i < K; ++i) predicted += S_hat[t][i * V + j] * m.erase[t * K + i];
-      residual[t][j] = m.value[t * V + j] - predicted;
-    }
-    S[t + 1] = S_hat[t];
-    for (std::size_t i = 0; i < K; ++i)
-      for (std::size_t j = 0; j < V; ++j) S[t + 1][i * V + j] += m.write[t * K + i] * residual[t][j];
-  }
-
-  memory_head_gradients<T> g;
-  g.alpha.assign(N * K, T(0));
-  g.erase.assign(N * K, T(0));
-  g.write.assign(N * K, T(0));
-  g.value.assign(N * V, T(0));
-  g.query.assign(N * K, T(0));
-  std::vector<T> dS(K * V, T(0));
-  if (!d_final_state.empty())
-    for (std::size_t x = 0; x < K * V; ++x) dS[x] = d_final_state[x];
-
-  std::vector<T> d_res(V);
-  for (std::size_t t = N; t-- > 0;) {
-    const std::vector<T>& St = S[t + 1];
-    // o_t = S_tᵀ (τ q_t).
-    if (!d_output.empty()) {
-      for (std::size_t i = 0; i < K; ++i) {
-        T row(0);
-        for (std::size_t j = 0; j < V; ++j) {
-          const T& d_o = d_output[t * V + j];
-          dS[i * V + j] += m.tau * m.query[t * K + i] * d_o;
-          row += St[i * V + j] * d_o;
-        }
-        g.query[t * K + i] += m.tau * row;
-        g.tau += m.query[t * K + i] * row;
-      }
-    }
-    // S_t = Ŝ_t + w_t res_tᵀ, res_t = v_t − Ŝ_tᵀ e_t (GLA: res_t = v_t).
-    for (std::size_t i = 0; i < K; ++i) {
-      T dw(0);
-      for (std::size_t j = 0; j < V; ++j) dw += dS[i * V + j] * residual[t][j];
-      g.write[t * K + i] += dw;
-    }
-    for (std::size_t j = 0; j < V; ++j) {
-      T r(0);
-      for (std::size_t i = 0; i < K; ++i) r += dS[i * V + j] * m.write[t * K + i];
-      d_res[j] = r;
-      g.value[t * V + j] += r;
-    }
-    if (m.erases) {
-      for (std::size_t i = 0; i < K; ++i) {
-        T de(0);
-        for (std::size_t j = 0; j < V; ++j) de += S_hat[t][i * V + j] * d_res[j];
-        // de_t = −Ŝ_t dres (planted bug grad_memory_erase_sign: the sign flipped).
-        g.erase[t * K + i] += KALMAN_ORACLE_MUTANT(grad_memory_erase_sign, T(-de), de);
-        for (std::size_t j = 0; j < V; ++j) dS[i * V + j] -= m.erase[t * K + i] * d_res[j];  // dŜ = dS − e dresᵀ
-      }
-    }
-    // Ŝ_t = diag(α_t) S_{t−1}: dα and dS_{t−1}.
-    for (std::size_t i = 0; i < K; ++i) {
-      T da(0);
-      for (std::size_t j = 0; j < V; ++j) da += dS[i * V + j] * S[t][i * V + j];
-      g.alpha[t * K + i] += da;
-      for (std::size_t j = 0; j < V; ++j) dS[i * V + j] *= m.alpha[t * K + i];
-    }
-  }
-  g.initial_state = std::move(dS);
-  return g;
-}
 
 }  // namespace kalman_oracle

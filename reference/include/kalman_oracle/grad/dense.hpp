@@ -50,12 +50,13 @@
 #include <vector>
 
 #include "kalman_oracle/grad/common.hpp"
+#include "kalman_oracle/grad/gates.hpp"
 #include "kalman_oracle/models/dense.hpp"
 #include "kalman_oracle/models/information.hpp"
 
 namespace kalman_oracle {
 
-namespace grad_detail {
+namespace detail::grad {
 
 /// Symmetrises the last two axes (K x K) of every matrix in x: (G + Gᵀ)/2.
 template <class T>
@@ -76,31 +77,31 @@ void symmetrise_matrices(tensor<T>& x) {
       }
 }
 
-}  // namespace grad_detail
+}  // namespace detail::grad
 
 template <class T>
 gradients<T> dense_backward(const dense_inputs<T>& in, const cotangents<T>& cot) {
   using matrix = dense_matrix<T>;
   using vector = dense_vector<T>;
-  using dense_detail::ix;
-  using dense_detail::multiply;
-  using dense_detail::transpose;
-  using grad_detail::cotangent_at;
-  const dense_detail::problem<T> pb(in);
+  using detail::dense::ix;
+  using detail::dense::multiply;
+  using detail::dense::transpose;
+  using detail::grad::cotangent_at;
+  const detail::dense::problem<T> pb(in);
   const std::size_t B = pb.batch, N = pb.tokens, H = pb.heads, K = pb.key_dim, V = pb.value_dim;
-  grad_detail::require_known_cotangents(cot,
+  detail::grad::require_known_cotangents(cot,
                                         {"o", "final_state", "final_covariance", "innovation_variance", "mahalanobis",
                                          "readout_variance", "log_likelihood", "final_precision", "final_information"},
                                         "dense / information");
-  const tensor<T>* d_o = grad_detail::cotangent(cot, "o", {B, N, H, V});
-  const tensor<T>* d_ST = grad_detail::cotangent(cot, "final_state", {B, H, K, V});
-  const tensor<T>* d_PT = grad_detail::cotangent(cot, "final_covariance", {B, H, K, K});
-  const tensor<T>* d_s = grad_detail::cotangent(cot, "innovation_variance", {B, N, H});
-  const tensor<T>* d_m = grad_detail::cotangent(cot, "mahalanobis", {B, N, H});
-  const tensor<T>* d_var = grad_detail::cotangent(cot, "readout_variance", {B, N, H});
-  const tensor<T>* d_ll = grad_detail::cotangent(cot, "log_likelihood", {B, N, H});
-  const tensor<T>* d_YT = grad_detail::cotangent(cot, "final_precision", {B, H, K, K});
-  const tensor<T>* d_HT = grad_detail::cotangent(cot, "final_information", {B, H, K, V});
+  const tensor<T>* d_o = detail::grad::cotangent(cot, "o", {B, N, H, V});
+  const tensor<T>* d_ST = detail::grad::cotangent(cot, "final_state", {B, H, K, V});
+  const tensor<T>* d_PT = detail::grad::cotangent(cot, "final_covariance", {B, H, K, K});
+  const tensor<T>* d_s = detail::grad::cotangent(cot, "innovation_variance", {B, N, H});
+  const tensor<T>* d_m = detail::grad::cotangent(cot, "mahalanobis", {B, N, H});
+  const tensor<T>* d_var = detail::grad::cotangent(cot, "readout_variance", {B, N, H});
+  const tensor<T>* d_ll = detail::grad::cotangent(cot, "log_likelihood", {B, N, H});
+  const tensor<T>* d_YT = detail::grad::cotangent(cot, "final_precision", {B, H, K, K});
+  const tensor<T>* d_HT = detail::grad::cotangent(cot, "final_information", {B, H, K, V});
 
   const bool full_transition = in.transition && in.transition->form == dense_form::full;
   const bool full_noise = !in.process_noise || in.process_noise->form == dense_form::full;
@@ -131,7 +132,7 @@ gradients<T> dense_backward(const dense_inputs<T>& in, const cotangents<T>& cot)
         k[t] = pb.key(b, t, h);
         const vector v = pb.value(b, t, h);
         S_hat[t] = multiply(D[t], S[t]);
-        P_hat[t] = dense_detail::symmetric_from_upper<T>(multiply(multiply(D[t], P[t]), transpose(D[t])) +
+        P_hat[t] = detail::dense::symmetric_from_upper<T>(multiply(multiply(D[t], P[t]), transpose(D[t])) +
                                                          pb.process_noise(b, t, h));
         u[t] = multiply(P_hat[t], k[t]);
         T quadratic(0);
@@ -145,8 +146,8 @@ gradients<T> dense_backward(const dense_inputs<T>& in, const cotangents<T>& cot)
           }
         P[t + 1] = P_new;
         kappa[t] = u[t] / s[t];
-        e[t] = dense_detail::innovation<T>(S_hat[t], k[t], v);
-        S[t + 1] = S_hat[t] + dense_detail::outer(kappa[t], e[t]);
+        e[t] = detail::dense::innovation<T>(S_hat[t], k[t], v);
+        S[t + 1] = S_hat[t] + detail::dense::outer(kappa[t], e[t]);
       }
 
       // Final cotangents, with the information form's Y_T, H_T folded in.
@@ -156,7 +157,7 @@ gradients<T> dense_backward(const dense_inputs<T>& in, const cotangents<T>& cot)
         for (std::size_t j = 0; j < K; ++j) dP(ix(i), ix(j)) = cotangent_at(d_PT, b, h, i, j);
       }
       if (d_YT || d_HT) {
-        const auto inverse = information_detail::spd_inverse<T>(P[N]);
+        const auto inverse = detail::information::spd_inverse<T>(P[N]);
         if (!inverse)
           throw input_error("information_backward: P_T is not positive definite at [b, h] = [" + std::to_string(b) +
                             ", " + std::to_string(h) + "]");
@@ -298,12 +299,12 @@ gradients<T> dense_backward(const dense_inputs<T>& in, const cotangents<T>& cot)
   out.set(std::move(dv));
   out.set(dD.take());
   tensor<T> noise = dW.take();
-  if (full_noise) grad_detail::symmetrise_matrices(noise);
+  if (full_noise) detail::grad::symmetrise_matrices(noise);
   out.set(std::move(noise));
   out.set(dr.take());
   out.set(dS0.take());
   tensor<T> prior = dP0.take();
-  grad_detail::symmetrise_matrices(prior);
+  detail::grad::symmetrise_matrices(prior);
   out.set(std::move(prior));
   out.set(tensor<T>("scale", {}, std::vector<T>{dscale}));
   return out;
@@ -365,9 +366,9 @@ struct dense_model {
   /// P_0 and a full Ω are symmetric inputs: their gradients are symmetrised (see the top).
   template <class T>
   static void canonicalise(gradients<T>& g, const dense_inputs<T>& in) {
-    if (tensor<T>* p0 = g.find("initial_covariance")) grad_detail::symmetrise_matrices(*p0);
+    if (tensor<T>* p0 = g.find("initial_covariance")) detail::grad::symmetrise_matrices(*p0);
     if (in.process_noise && in.process_noise->form == dense_form::full)
-      if (tensor<T>* w = g.find("process_noise")) grad_detail::symmetrise_matrices(*w);
+      if (tensor<T>* w = g.find("process_noise")) detail::grad::symmetrise_matrices(*w);
   }
 };
 

@@ -8,7 +8,7 @@
 // given or [H]; "initial_covariance" as given or [B, H, K]; "initial_state" as given or
 // [B, H, K, V]; "scale".
 //
-// Per head: the memory is the two-key rule with gain κ_t (grad/common.hpp, memory_backward:
+// Per head: the memory is the two-key rule with gain κ_t (grad/memory.hpp, memory_backward:
 // e = k, w = κ), giving dκ_t, de_t, dα_t (memory part), dq, dv, dS_0, dτ. With
 // p̂_t = α_t² ⊙ p_{t−1} + ω_t, D_t = r_t + Σ_i p̂_t,i k_t,i², κ_t = p̂_t ⊙ k_t / D_t,
 // u_t = μ k_t ⊙ k_t / r_t, p_t = p̂_t / (1 + u_t ⊙ p̂_t), and the readout variance
@@ -32,8 +32,10 @@
 #include <utility>
 #include <vector>
 
+#include "kalman_oracle/detail/mutant.hpp"
 #include "kalman_oracle/grad/common.hpp"
-#include "kalman_oracle/grad/isotropic.hpp"  // grad_detail::transform_kdn_inputs, kdn_outputs
+#include "kalman_oracle/grad/kdn_common.hpp"
+#include "kalman_oracle/grad/memory.hpp"
 #include "kalman_oracle/models/diagonal.hpp"
 #include "kalman_oracle/models/kdn_parallel.hpp"
 
@@ -43,49 +45,25 @@ template <class T>
 gradients<T> diagonal_kdn_backward(const diagonal_kdn_inputs<T>& inputs, const cotangents<T>& cot) {
   const detail::diagonal_kdn_problem<T> pb(inputs);
   const detail::kdn_dims& d = pb.dims;
-  const std::size_t B = d.batch, N = d.tokens, H = d.heads, K = d.key_dim, V = d.value_dim;
-  grad_detail::require_known_cotangents(cot, {"o", "final_state", "final_covariance", "readout_variance"},
-                                        "diagonal_kdn");
-  const tensor<T>* d_o = grad_detail::cotangent(cot, "o", {B, N, H, V});
-  const tensor<T>* d_final = grad_detail::cotangent(cot, "final_state", {B, H, K, V});
-  const tensor<T>* d_pT = grad_detail::cotangent(cot, "final_covariance", {B, H, K});
-  const tensor<T>* d_var = grad_detail::cotangent(cot, "readout_variance", {B, N, H});
-  using grad_detail::cotangent_at;
-
-  tensor<T> dq("q", {B, N, H, K}), dk("k", {B, N, H, K}), dv("v", {B, N, H, V});
-  broadcast_accumulator<T> dg("g", inputs.g.shape(), {B, N, H, K});
-  broadcast_accumulator<T> domega("omega", inputs.omega.shape(), {B, N, H, K});
-  broadcast_accumulator<T> dr("r", inputs.r.shape(), {B, N, H});
-  broadcast_accumulator<T> dmu("mu", inputs.mu ? inputs.mu->shape() : shape_t{H}, {H});
-  broadcast_accumulator<T> dp0("initial_covariance",
-                               inputs.initial_covariance ? inputs.initial_covariance->shape() : shape_t{B, H, K},
-                               {B, H, K});
-  broadcast_accumulator<T> ds0("initial_state", inputs.initial_state ? inputs.initial_state->shape() : shape_t{B, H, K, V},
-                               {B, H, K, V});
-  T dscale(0);
+  const std::size_t B = d.batch, N = d.tokens, H = d.heads, K = d.key_dim;
+  const auto cots = detail::grad::kdn_cotangents_of(pb, cot, "diagonal_kdn");
+  detail::grad::kdn_gradients<T> grads(pb, inputs);
+  using detail::grad::cotangent_at;
 
   for (std::size_t b = 0; b < B; ++b)
     for (std::size_t h = 0; h < H; ++h) {
       const T mu = pb.mu(h);
       const T& tau = pb.tau;
-      // Forward: covariances p_0..p_N, predictions p̂_t, denominators D_t, information u_t, gains.
+      // Forward: covariances p_0..p_N, predictions p̂_t, denominators D_t, information u_t, and the
+      // memory's gains w_t = κ_t.
+      memory_head<T> m = detail::grad::kdn_memory_head(pb, inputs, b, h);
       std::vector<T> cov((N + 1) * K), predicted(N * K), info(N * K), denominator(N);
-      memory_head<T> m;
-      m.tokens = N, m.key_dim = K, m.value_dim = V, m.erases = true, m.tau = tau;
-      m.alpha.resize(N * K), m.erase.resize(N * K), m.write.resize(N * K), m.value.resize(N * V), m.query.resize(N * K);
-      m.initial_state.resize(K * V);
-      for (std::size_t i = 0; i < K; ++i) {
-        cov[i] = pb.p0(b, h, i);
-        for (std::size_t j = 0; j < V; ++j) m.initial_state[i * V + j] = pb.s0(b, h, i, j);
-      }
+      for (std::size_t i = 0; i < K; ++i) cov[i] = pb.prior(b, h, i);
       for (std::size_t t = 0; t < N; ++t) {
         const T& r = pb.r(b, t, h);
         T den = r;
         for (std::size_t i = 0; i < K; ++i) {
           const std::size_t x = t * K + i;
-          m.alpha[x] = pb.decay(b, t, h, i);
-          m.erase[x] = inputs.k(b, t, h, i);
-          m.query[x] = inputs.q(b, t, h, i);
           predicted[x] = m.alpha[x] * m.alpha[x] * cov[t * K + i] + pb.omega(b, t, h, i);
           den += predicted[x] * m.erase[x] * m.erase[x];
         }
@@ -96,29 +74,15 @@ gradients<T> diagonal_kdn_backward(const diagonal_kdn_inputs<T>& inputs, const c
           info[x] = mu * m.erase[x] * m.erase[x] / r;
           cov[(t + 1) * K + i] = predicted[x] / (T(1) + info[x] * predicted[x]);
         }
-        for (std::size_t j = 0; j < V; ++j) m.value[t * V + j] = inputs.v(b, t, h, j);
       }
-
-      std::vector<T> d_out, d_state;
-      if (d_o) {
-        d_out.resize(N * V);
-        for (std::size_t t = 0; t < N; ++t)
-          for (std::size_t j = 0; j < V; ++j) d_out[t * V + j] = (*d_o)(b, t, h, j);
-      }
-      if (d_final) {
-        d_state.resize(K * V);
-        for (std::size_t i = 0; i < K; ++i)
-          for (std::size_t j = 0; j < V; ++j) d_state[i * V + j] = (*d_final)(b, h, i, j);
-      }
-      memory_head_gradients<T> gm = memory_backward<T>(m, d_out, d_state);
-      dscale += gm.tau;
+      memory_head_gradients<T> gm = detail::grad::kdn_memory_backward(m, cots, b, h);
 
       // Reverse: scalar covariance adjoints, one per channel.
       std::vector<T> cov_bar(K), predicted_bar(K);
-      for (std::size_t i = 0; i < K; ++i) cov_bar[i] = cotangent_at(d_pT, b, h, i);
+      for (std::size_t i = 0; i < K; ++i) cov_bar[i] = cotangent_at(cots.final_covariance, b, h, i);
       for (std::size_t t = N; t-- > 0;) {
         const T& r = pb.r(b, t, h);
-        const T dvar = cotangent_at(d_var, b, t, h);
+        const T dvar = cotangent_at(cots.readout_variance, b, t, h);
         const T& den = denominator[t];
         // v_t = τ² Σ q² p_t.
         for (std::size_t i = 0; i < K; ++i) {
@@ -126,7 +90,7 @@ gradients<T> diagonal_kdn_backward(const diagonal_kdn_inputs<T>& inputs, const c
           const T& q = m.query[x];
           cov_bar[i] += dvar * tau * tau * q * q;
           gm.query[x] += 2 * dvar * tau * tau * q * cov[(t + 1) * K + i];
-          dscale += 2 * dvar * tau * q * q * cov[(t + 1) * K + i];
+          grads.scale += 2 * dvar * tau * q * q * cov[(t + 1) * K + i];
         }
         // κ_t = p̂_t ⊙ k_t / D_t, D_t = r_t + Σ p̂ k².
         T den_bar(0);
@@ -146,42 +110,20 @@ gradients<T> diagonal_kdn_backward(const diagonal_kdn_inputs<T>& inputs, const c
           mu_bar += info_bar * key * key / r;
           key_bar += 2 * mu * info_bar * key / r;
           r_bar -= info_bar * info[x] / r;
-          dk(b, t, h, i) = key_bar;
+          grads.k(b, t, h, i) = key_bar;
           // p̂_t = α² p_{t−1} + ω (planted bug grad_kdn_covariance_wrong_time: p_t for p_{t−1}).
           const T& p_used = KALMAN_ORACLE_MUTANT(grad_kdn_covariance_wrong_time, cov[t * K + i], cov[(t + 1) * K + i]);
           gm.alpha[x] += 2 * m.alpha[x] * p_used * predicted_bar[i];
-          domega.add(predicted_bar[i], b, t, h, i);
+          grads.omega.add(predicted_bar[i], b, t, h, i);
           cov_bar[i] = m.alpha[x] * m.alpha[x] * predicted_bar[i];  // p̄_{t−1}
         }
-        dr.add(r_bar, b, t, h);
-        dmu.add(mu_bar, h);
+        grads.r.add(r_bar, b, t, h);
+        grads.mu.add(mu_bar, h);
       }
-      for (std::size_t i = 0; i < K; ++i) dp0.add(cov_bar[i], b, h, i);
-
-      for (std::size_t t = 0; t < N; ++t) {
-        for (std::size_t i = 0; i < K; ++i) {
-          const std::size_t x = t * K + i;
-          dq(b, t, h, i) = gm.query[x];
-          dg.add(gate_cotangent(gm.alpha[x], m.alpha[x], inputs.gates), b, t, h, i);
-        }
-        for (std::size_t j = 0; j < V; ++j) dv(b, t, h, j) = gm.value[t * V + j];
-      }
-      for (std::size_t i = 0; i < K; ++i)
-        for (std::size_t j = 0; j < V; ++j) ds0.add(gm.initial_state[i * V + j], b, h, i, j);
+      for (std::size_t i = 0; i < K; ++i) grads.initial_covariance.add(cov_bar[i], b, h, i);
+      detail::grad::kdn_scatter_memory(gm, m, b, h, pb.gates, grads);
     }
-
-  gradients<T> out;
-  out.set(std::move(dq));
-  out.set(std::move(dk));
-  out.set(std::move(dv));
-  out.set(dg.take());
-  out.set(domega.take());
-  out.set(dr.take());
-  out.set(dmu.take());
-  out.set(dp0.take());
-  out.set(ds0.take());
-  out.set(tensor<T>("scale", {}, std::vector<T>{dscale}));
-  return out;
+  return grads.take();
 }
 
 /// The diagonal KDN as a model for grad/truth.hpp: sequential, or with `parallel` set the scan
@@ -201,11 +143,11 @@ struct diagonal_kdn_model {
   }
   template <class U, class T, class F>
   static diagonal_kdn_inputs<U> transform(const diagonal_kdn_inputs<T>& in, F&& f) {
-    return grad_detail::transform_kdn_inputs<U>(in, std::forward<F>(f));
+    return detail::grad::transform_kdn_inputs<U>(in, std::forward<F>(f));
   }
   template <class T, class F>
   static void for_each_output(const diagonal_kdn_outputs<T>& out, F&& f) {
-    grad_detail::kdn_outputs(out, std::forward<F>(f));
+    detail::grad::kdn_outputs(out, std::forward<F>(f));
   }
   template <class T, class Inputs>
   static void canonicalise(gradients<T>&, const Inputs&) {}

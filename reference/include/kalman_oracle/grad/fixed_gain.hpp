@@ -9,115 +9,129 @@
 // log or linear as in.gates); "beta" (β-form delta rules) or "gain" (given κ), shaped as given;
 // "initial_state" (as given, or [B, H, K, V] for the default S_0 = 0); "scale" (τ, rank 0).
 //
-// The recursion a kernel follows is the memory adjoint of grad/common.hpp (memory_backward), with
+// The recursion a kernel follows is the memory adjoint of grad/memory.hpp (memory_backward), with
 // the rule's erase key e and write key w:
 //     DeltaNet, GDN, KDA: e_t = k_t, w_t = β_t k_t  ⇒  dk_t = β_t dw_t + de_t,  dβ_t = k_tᵀ dw_t
 //     given gain:         e_t = k_t, w_t = κ_t      ⇒  dk_t = de_t,            dκ_t = dw_t
 //     GLA:                no erase,  w_t = k_t      ⇒  dk_t = dw_t
 // and the decay: KDA/GLA dα_t,i per channel; GDN one α_t per head, dα_t = Σ_i dα_t,i; DeltaNet
-// none. Log gates: dg = α dα.
+// none. Log gates: dg = α dα (grad/gates.hpp).
 #pragma once
 
 #include <cstddef>
-#include <span>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "kalman_oracle/grad/common.hpp"
+#include "kalman_oracle/grad/gates.hpp"
+#include "kalman_oracle/grad/memory.hpp"
 #include "kalman_oracle/models/fixed_gain.hpp"
 #include "kalman_oracle/models/fixed_gain_chunked.hpp"
 
 namespace kalman_oracle {
 
+namespace detail::grad {
+
+/// The cotangents of the fixed-gain outputs (nullptr: none given, a zero cotangent).
+template <class T>
+struct fixed_gain_cotangents {
+  const tensor<T>* o;            ///< [B, T, H, V]
+  const tensor<T>* final_state;  ///< [B, H, K, V]
+};
+
+/// Checks the names and shapes of the cotangents.
+template <class T>
+fixed_gain_cotangents<T> fixed_gain_cotangents_of(const fixed_gain::problem<T>& p, const cotangents<T>& cot) {
+  require_known_cotangents(cot, {"o", "final_state"}, "fixed_gain (" + to_string(p.rule()) + ")");
+  return {cotangent(cot, "o", {p.batch(), p.tokens(), p.heads(), p.value_dim()}),
+          cotangent(cot, "final_state", {p.batch(), p.heads(), p.key_dim(), p.value_dim()})};
+}
+
+/// The gradient of every input of the rule (see the top), accumulated by the sequential adjoint
+/// below and by the chunked one (grad/fixed_gain_chunked.hpp): q, k, v in full; g, beta, gain as
+/// given, each only for the rules that read it; initial_state as given or [B, H, K, V]; scale.
+template <class T>
+struct fixed_gain_gradients {
+  tensor<T> q, k, v;
+  std::optional<broadcast_accumulator<T>> g, beta, gain;
+  broadcast_accumulator<T> initial_state;
+  T scale{0};
+
+  fixed_gain_gradients(const fixed_gain::problem<T>& p, const fixed_gain_inputs<T>& in)
+      : q("q", {p.batch(), p.tokens(), p.heads(), p.key_dim()}),
+        k("k", {p.batch(), p.tokens(), p.heads(), p.key_dim()}),
+        v("v", {p.batch(), p.tokens(), p.heads(), p.value_dim()}),
+        initial_state("initial_state",
+                      in.initial_state ? in.initial_state->shape() : shape_t{p.batch(), p.heads(), p.key_dim(), p.value_dim()},
+                      shape_t{p.batch(), p.heads(), p.key_dim(), p.value_dim()}) {
+    const shape_t per_head{p.batch(), p.tokens(), p.heads()};
+    const shape_t per_channel{p.batch(), p.tokens(), p.heads(), p.key_dim()};
+    if (p.decays()) g.emplace("g", in.g->shape(), p.rule() == fixed_gain_rule::gated_delta_net ? per_head : per_channel);
+    if (p.erases() && !p.given_gain()) beta.emplace("beta", in.beta->shape(), per_head);
+    if (p.given_gain()) gain.emplace("gain", in.gain->shape(), per_channel);
+  }
+
+  gradients<T> take() {
+    gradients<T> out;
+    out.set(std::move(q));
+    out.set(std::move(k));
+    out.set(std::move(v));
+    if (g) out.set(g->take());
+    if (beta) out.set(beta->take());
+    if (gain) out.set(gain->take());
+    out.set(initial_state.take());
+    out.set(tensor<T>("scale", {}, std::vector<T>{scale}));
+    return out;
+  }
+};
+
+}  // namespace detail::grad
+
 template <class T>
 gradients<T> fixed_gain_backward(const fixed_gain_inputs<T>& inputs, const cotangents<T>& cot) {
   const detail::fixed_gain::problem<T> p(inputs);
-  const std::size_t B = p.batch(), N = p.tokens(), H = p.heads(), K = p.key_dim(), V = p.value_dim();
-  grad_detail::require_known_cotangents(cot, {"o", "final_state"}, "fixed_gain (" + to_string(p.rule()) + ")");
-  const tensor<T>* d_o = grad_detail::cotangent(cot, "o", {B, N, H, V});
-  const tensor<T>* d_final = grad_detail::cotangent(cot, "final_state", {B, H, K, V});
-
-  tensor<T> dq("q", {B, N, H, K}), dk("k", {B, N, H, K}), dv("v", {B, N, H, V});
-  const shape_t gate_full = p.rule() == fixed_gain_rule::gated_delta_net ? shape_t{B, N, H} : shape_t{B, N, H, K};
-  std::optional<broadcast_accumulator<T>> dg, dbeta, dgain;
-  if (p.decays()) dg.emplace("g", inputs.g->shape(), gate_full);
-  if (p.erases() && !p.given_gain()) dbeta.emplace("beta", inputs.beta->shape(), shape_t{B, N, H});
-  if (p.given_gain()) dgain.emplace("gain", inputs.gain->shape(), shape_t{B, N, H, K});
-  broadcast_accumulator<T> ds0("initial_state", inputs.initial_state ? inputs.initial_state->shape() : shape_t{B, H, K, V},
-                               shape_t{B, H, K, V});
-  T dscale(0);
+  const std::size_t B = p.batch(), N = p.tokens(), H = p.heads(), K = p.key_dim();
+  const auto cots = detail::grad::fixed_gain_cotangents_of(p, cot);
+  detail::grad::fixed_gain_gradients<T> grads(p, inputs);
+  const bool scalar_gate = p.rule() == fixed_gain_rule::gated_delta_net;
 
   for (std::size_t b = 0; b < B; ++b)
     for (std::size_t h = 0; h < H; ++h) {
-      memory_head<T> m;
-      m.tokens = N, m.key_dim = K, m.value_dim = V, m.erases = p.erases(), m.tau = p.scale();
-      m.alpha.resize(N * K), m.erase.resize(N * K), m.write.resize(N * K), m.value.resize(N * V), m.query.resize(N * K);
+      memory_head<T> m = detail::grad::gather_memory_head(
+          inputs.q, inputs.k, inputs.v, b, h, [&](std::size_t t, std::size_t i) { return p.decay(b, t, h, i); },
+          p.erases(), p.scale(), p.initial_state(b, h));
       for (std::size_t t = 0; t < N; ++t) {
-        const auto key = p.key(b, t, h), query = p.query(b, t, h), value = p.value(b, t, h), w = p.write_gain(b, t, h);
-        for (std::size_t i = 0; i < K; ++i) {
-          m.alpha[t * K + i] = p.decay(b, t, h, i);
-          m.erase[t * K + i] = key[i];
-          m.write[t * K + i] = w[i];
-          m.query[t * K + i] = query[i];
-        }
-        for (std::size_t j = 0; j < V; ++j) m.value[t * V + j] = value[j];
+        const auto w = p.write_gain(b, t, h);
+        for (std::size_t i = 0; i < K; ++i) m.write[t * K + i] = w[i];
       }
-      m.initial_state = p.initial_state(b, h);
+      const memory_head_gradients<T> gm =
+          memory_backward<T>(m, detail::grad::head_tokens(cots.o, b, h), detail::grad::head_state(cots.final_state, b, h));
 
-      std::vector<T> d_out, d_state;
-      if (d_o) {
-        d_out.resize(N * V);
-        for (std::size_t t = 0; t < N; ++t)
-          for (std::size_t j = 0; j < V; ++j) d_out[t * V + j] = (*d_o)(b, t, h, j);
-      }
-      if (d_final) {
-        d_state.resize(K * V);
-        for (std::size_t i = 0; i < K; ++i)
-          for (std::size_t j = 0; j < V; ++j) d_state[i * V + j] = (*d_final)(b, h, i, j);
-      }
-      const memory_head_gradients<T> gm = memory_backward<T>(m, d_out, d_state);
-
-      dscale += gm.tau;
+      detail::grad::scatter_memory_gradients(gm, b, h, grads.q, grads.v, grads.initial_state);
+      grads.scale += gm.tau;
+      if (p.decays() && !scalar_gate) detail::grad::scatter_channel_gates(gm, m, b, h, p.gates(), *grads.g);
       for (std::size_t t = 0; t < N; ++t) {
-        for (std::size_t j = 0; j < V; ++j) dv(b, t, h, j) = gm.value[t * V + j];
         T d_beta(0), d_alpha_head(0);
         for (std::size_t i = 0; i < K; ++i) {
           const std::size_t x = t * K + i;
-          dq(b, t, h, i) = gm.query[x];
           if (!p.erases()) {
-            dk(b, t, h, i) = gm.write[x];  // GLA: w = k
+            grads.k(b, t, h, i) = gm.write[x];  // GLA: w = k
           } else if (p.given_gain()) {
-            dk(b, t, h, i) = gm.erase[x];
-            dgain->add(gm.write[x], b, t, h, i);
+            grads.k(b, t, h, i) = gm.erase[x];
+            grads.gain->add(gm.write[x], b, t, h, i);
           } else {
             const T& beta = p.beta(b, t, h);
-            dk(b, t, h, i) = beta * gm.write[x] + gm.erase[x];  // w = β k, e = k
+            grads.k(b, t, h, i) = beta * gm.write[x] + gm.erase[x];  // w = β k, e = k
             d_beta += m.erase[x] * gm.write[x];
           }
-          if (p.decays()) {
-            if (p.rule() == fixed_gain_rule::gated_delta_net)
-              d_alpha_head += gm.alpha[x];
-            else
-              dg->add(gate_cotangent(gm.alpha[x], m.alpha[x], p.gates()), b, t, h, i);
-          }
+          if (p.decays() && scalar_gate) d_alpha_head += gm.alpha[x];  // GDN: one α_t for every channel
         }
-        if (dbeta) dbeta->add(d_beta, b, t, h);
-        if (p.rule() == fixed_gain_rule::gated_delta_net)
-          dg->add(gate_cotangent(d_alpha_head, m.alpha[t * K], p.gates()), b, t, h);
+        if (grads.beta) grads.beta->add(d_beta, b, t, h);
+        if (p.decays() && scalar_gate) grads.g->add(gate_cotangent(d_alpha_head, m.alpha[t * K], p.gates()), b, t, h);
       }
-      for (std::size_t i = 0; i < K; ++i)
-        for (std::size_t j = 0; j < V; ++j) ds0.add(gm.initial_state[i * V + j], b, h, i, j);
     }
-
-  gradients<T> out;
-  out.set(std::move(dq));
-  out.set(std::move(dk));
-  out.set(std::move(dv));
-  if (dg) out.set(dg->take());
-  if (dbeta) out.set(dbeta->take());
-  if (dgain) out.set(dgain->take());
-  out.set(ds0.take());
-  out.set(tensor<T>("scale", {}, std::vector<T>{dscale}));
-  return out;
+  return grads.take();
 }
 
 /// The fixed-gain family as a model for grad/truth.hpp: the sequential form, or with chunk_size the

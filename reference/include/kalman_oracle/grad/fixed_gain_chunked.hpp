@@ -41,118 +41,11 @@
 
 #include "kalman_oracle/detail/mutant.hpp"
 #include "kalman_oracle/grad/common.hpp"
+#include "kalman_oracle/grad/fixed_gain.hpp"
 #include "kalman_oracle/models/fixed_gain.hpp"
 #include "kalman_oracle/models/fixed_gain_chunked.hpp"
 
 namespace kalman_oracle {
-
-namespace grad_detail {
-
-/// Every intermediate of one chunk's forward pass, from its start state (see the top).
-template <class T>
-struct wy_chunk {
-  std::size_t n = 0;
-  std::vector<T> r;
-  std::vector<std::vector<T>> e, w, v, sq, q, gamma, gamma_inv, Tm, X, Y, W, U;  // U holds Ũ
-
-  T ratio(std::size_t t, std::size_t j, std::size_t i) const { return gamma[t][i] * gamma_inv[j][i]; }
-};
-
-template <class T>
-wy_chunk<T> wy_forward(const detail::fixed_gain::problem<T>& p, std::size_t b, std::size_t h, std::size_t c0,
-                       std::size_t n, const std::vector<T>& S) {
-  const std::size_t K = p.key_dim(), V = p.value_dim();
-  wy_chunk<T> c;
-  c.n = n;
-  c.r.assign(n, T(1));
-  c.e.resize(n), c.w.resize(n), c.v.resize(n), c.sq.resize(n), c.q.resize(n);
-  for (std::size_t t = 0; t < n; ++t) {
-    const std::size_t tok = c0 + t;
-    c.e[t] = p.key(b, tok, h);
-    c.v[t] = p.value(b, tok, h);
-    c.q[t] = p.query(b, tok, h);
-    c.sq[t] = c.q[t];
-    for (auto& x : c.sq[t]) x = p.scale() * x;
-    if (p.given_gain()) {
-      c.w[t].resize(K);
-      for (std::size_t i = 0; i < K; ++i) c.w[t][i] = p.kappa(b, tok, h, i);
-    } else {
-      c.w[t] = c.e[t];
-      if (p.erases()) c.r[t] = p.beta(b, tok, h);
-    }
-  }
-  c.gamma.assign(n, std::vector<T>(K, T(1)));
-  c.gamma_inv.assign(n, std::vector<T>(K, T(1)));
-  if (p.decays()) {
-    std::vector<T> acc(K, p.gates() == gate_space::log ? T(0) : T(1));
-    for (std::size_t t = 0; t < n; ++t)
-      for (std::size_t i = 0; i < K; ++i) {
-        if (p.gates() == gate_space::log) {
-          acc[i] += p.gate(b, c0 + t, h, i);
-          c.gamma[t][i] = detail::fixed_gain::exp_of(acc[i]);
-          c.gamma_inv[t][i] = detail::fixed_gain::exp_of(T(-acc[i]));
-        } else {
-          acc[i] *= p.gate(b, c0 + t, h, i);
-          c.gamma[t][i] = acc[i];
-          c.gamma_inv[t][i] = T(1) / acc[i];
-        }
-      }
-  }
-  std::vector<std::vector<T>> A(n, std::vector<T>(n, T(0)));
-  if (p.erases())
-    for (std::size_t t = 0; t < n; ++t)
-      for (std::size_t j = 0; j < t; ++j) {
-        T dot(0);
-        for (std::size_t i = 0; i < K; ++i) dot += c.e[t][i] * c.ratio(t, j, i) * c.w[j][i];
-        A[t][j] = c.r[t] * dot;
-      }
-  c.Tm.assign(n, std::vector<T>(n, T(0)));
-  for (std::size_t j = 0; j < n; ++j) {
-    c.Tm[j][j] = T(1);
-    for (std::size_t t = j + 1; t < n; ++t) {
-      T sum(0);
-      for (std::size_t m = j; m < t; ++m) sum += A[t][m] * c.Tm[m][j];
-      c.Tm[t][j] = -sum;
-    }
-  }
-  c.X.assign(n, std::vector<T>(K, T(0)));
-  c.Y.assign(n, std::vector<T>(V, T(0)));
-  for (std::size_t t = 0; t < n; ++t) {
-    if (p.erases())
-      for (std::size_t i = 0; i < K; ++i) c.X[t][i] = c.r[t] * (c.gamma[t][i] * c.e[t][i]);
-    for (std::size_t j = 0; j < V; ++j) c.Y[t][j] = c.r[t] * c.v[t][j];
-  }
-  c.W.assign(n, std::vector<T>(K, T(0)));
-  c.U.assign(n, std::vector<T>(V, T(0)));
-  for (std::size_t t = 0; t < n; ++t)
-    for (std::size_t m = 0; m <= t; ++m) {
-      for (std::size_t j = 0; j < V; ++j) c.U[t][j] += c.Tm[t][m] * c.Y[m][j];
-      for (std::size_t i = 0; i < K; ++i) c.W[t][i] += c.Tm[t][m] * c.X[m][i];
-    }
-  for (std::size_t t = 0; t < n; ++t)
-    for (std::size_t j = 0; j < V; ++j) {
-      T ws(0);
-      for (std::size_t i = 0; i < K; ++i) ws += c.W[t][i] * S[i * V + j];
-      c.U[t][j] -= ws;
-    }
-  return c;
-}
-
-/// S' = diag(Γ_L) S + Σ_m diag(ρ_Lm) w_m Ũ_mᵀ.
-template <class T>
-std::vector<T> wy_carry(const wy_chunk<T>& c, const std::vector<T>& S, std::size_t K, std::size_t V) {
-  const std::size_t L = c.n - 1;
-  std::vector<T> next(K * V);
-  for (std::size_t i = 0; i < K; ++i)
-    for (std::size_t j = 0; j < V; ++j) {
-      T s = c.gamma[L][i] * S[i * V + j];
-      for (std::size_t m = 0; m < c.n; ++m) s += c.ratio(L, m, i) * c.w[m][i] * c.U[m][j];
-      next[i * V + j] = s;
-    }
-  return next;
-}
-
-}  // namespace grad_detail
 
 template <class T>
 gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, const cotangents<T>& cot,
@@ -160,20 +53,9 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
   const detail::fixed_gain::problem<T> p(inputs);
   if (chunk_size == 0) throw input_error("chunk_size: 0; rule: a chunk needs at least one token");
   const std::size_t B = p.batch(), N = p.tokens(), H = p.heads(), K = p.key_dim(), V = p.value_dim();
-  grad_detail::require_known_cotangents(cot, {"o", "final_state"}, "fixed_gain (" + to_string(p.rule()) + ")");
-  const tensor<T>* d_o = grad_detail::cotangent(cot, "o", {B, N, H, V});
-  const tensor<T>* d_final = grad_detail::cotangent(cot, "final_state", {B, H, K, V});
-  using grad_detail::cotangent_at;
-
-  tensor<T> dq("q", {B, N, H, K}), dk("k", {B, N, H, K}), dv("v", {B, N, H, V});
-  const shape_t gate_full = p.rule() == fixed_gain_rule::gated_delta_net ? shape_t{B, N, H} : shape_t{B, N, H, K};
-  std::optional<broadcast_accumulator<T>> dg, dbeta, dgain;
-  if (p.decays()) dg.emplace("g", inputs.g->shape(), gate_full);
-  if (p.erases() && !p.given_gain()) dbeta.emplace("beta", inputs.beta->shape(), shape_t{B, N, H});
-  if (p.given_gain()) dgain.emplace("gain", inputs.gain->shape(), shape_t{B, N, H, K});
-  broadcast_accumulator<T> ds0("initial_state", inputs.initial_state ? inputs.initial_state->shape() : shape_t{B, H, K, V},
-                               shape_t{B, H, K, V});
-  T dscale(0);
+  const auto cots = detail::grad::fixed_gain_cotangents_of(p, cot);
+  detail::grad::fixed_gain_gradients<T> grads(p, inputs);
+  using detail::grad::cotangent_at;
 
   for (std::size_t b = 0; b < B; ++b)
     for (std::size_t h = 0; h < H; ++h) {
@@ -185,16 +67,16 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
         const std::size_t n = std::min(chunk_size, N - c0);
         starts.push_back(c0);
         state_at.push_back(S);
-        S = grad_detail::wy_carry(grad_detail::wy_forward(p, b, h, c0, n, S), S, K, V);
+        S = detail::fixed_gain::wy_carry(detail::fixed_gain::wy_chunk_forward(p, b, h, c0, n, S), S, K, V);
       }
       std::vector<T> dS(K * V, T(0));
       for (std::size_t i = 0; i < K; ++i)
-        for (std::size_t j = 0; j < V; ++j) dS[i * V + j] = cotangent_at(d_final, b, h, i, j);
+        for (std::size_t j = 0; j < V; ++j) dS[i * V + j] = cotangent_at(cots.final_state, b, h, i, j);
 
       for (std::size_t ci = starts.size(); ci-- > 0;) {
         const std::size_t c0 = starts[ci], n = std::min(chunk_size, N - c0), L = n - 1;
         const std::vector<T>& S0 = state_at[ci];
-        const grad_detail::wy_chunk<T> c = grad_detail::wy_forward(p, b, h, c0, n, S0);
+        const detail::fixed_gain::wy_chunk<T> c = detail::fixed_gain::wy_chunk_forward(p, b, h, c0, n, S0);
         std::vector<T> dr(n, T(0));
         std::vector<std::vector<T>> de(n, std::vector<T>(K, T(0))), dw = de, dsq = de, dG = de, dGi = de,
                                     dX = de, dW = de, dU(n, std::vector<T>(V, T(0))), dY = dU;
@@ -219,10 +101,10 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
             dw[m][i] += dc * c.ratio(L, m, i);
           }
         // 2. Outputs o_t = Sᵀ(Γ_t ⊙ sq_t) + Σ_{m≤t} σ_tm Ũ_m.
-        if (d_o)
+        if (cots.o)
           for (std::size_t t = 0; t < n; ++t) {
             std::vector<T> d_out(V);
-            for (std::size_t j = 0; j < V; ++j) d_out[j] = (*d_o)(b, c0 + t, h, j);
+            for (std::size_t j = 0; j < V; ++j) d_out[j] = (*cots.o)(b, c0 + t, h, j);
             for (std::size_t i = 0; i < K; ++i) {
               T da(0);
               for (std::size_t j = 0; j < V; ++j) {
@@ -327,45 +209,36 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
             if (p.rule() == fixed_gain_rule::gated_delta_net) {
               T sum(0);
               for (std::size_t i = 0; i < K; ++i) sum += d_gate[t][i];
-              dg->add(sum, b, c0 + t, h);
+              grads.g->add(sum, b, c0 + t, h);
             } else {
-              for (std::size_t i = 0; i < K; ++i) dg->add(d_gate[t][i], b, c0 + t, h, i);
+              for (std::size_t i = 0; i < K; ++i) grads.g->add(d_gate[t][i], b, c0 + t, h, i);
             }
           }
         }
         // 9. r, e, w, sq → the inputs.
         for (std::size_t t = 0; t < n; ++t) {
           const std::size_t tok = c0 + t;
-          for (std::size_t j = 0; j < V; ++j) dv(b, tok, h, j) = dvalue[t][j];
+          for (std::size_t j = 0; j < V; ++j) grads.v(b, tok, h, j) = dvalue[t][j];
           for (std::size_t i = 0; i < K; ++i) {
-            dq(b, tok, h, i) = p.scale() * dsq[t][i];
-            dscale += c.q[t][i] * dsq[t][i];
+            grads.q(b, tok, h, i) = p.scale() * dsq[t][i];
+            grads.scale += c.q[t][i] * dsq[t][i];
             if (!p.erases())
-              dk(b, tok, h, i) = dw[t][i];
+              grads.k(b, tok, h, i) = dw[t][i];
             else if (p.given_gain()) {
-              dk(b, tok, h, i) = de[t][i];
-              dgain->add(dw[t][i], b, tok, h, i);
+              grads.k(b, tok, h, i) = de[t][i];
+              grads.gain->add(dw[t][i], b, tok, h, i);
             } else
-              dk(b, tok, h, i) = de[t][i] + dw[t][i];
+              grads.k(b, tok, h, i) = de[t][i] + dw[t][i];
           }
-          if (dbeta) dbeta->add(dr[t], b, tok, h);
+          if (grads.beta) grads.beta->add(dr[t], b, tok, h);
         }
         dS = std::move(dS_prev);
       }
       for (std::size_t i = 0; i < K; ++i)
-        for (std::size_t j = 0; j < V; ++j) ds0.add(dS[i * V + j], b, h, i, j);
+        for (std::size_t j = 0; j < V; ++j) grads.initial_state.add(dS[i * V + j], b, h, i, j);
     }
 
-  gradients<T> out;
-  out.set(std::move(dq));
-  out.set(std::move(dk));
-  out.set(std::move(dv));
-  if (dg) out.set(dg->take());
-  if (dbeta) out.set(dbeta->take());
-  if (dgain) out.set(dgain->take());
-  out.set(ds0.take());
-  out.set(tensor<T>("scale", {}, std::vector<T>{dscale}));
-  return out;
+  return grads.take();
 }
 
 }  // namespace kalman_oracle

@@ -43,12 +43,12 @@ template <class T>
 gradients<T> kla_backward(const kla_inputs<T>& inputs, const cotangents<T>& cot) {
   const detail::kla_checked_inputs<T> in(inputs);
   const std::size_t B = in.dims.batch, N = in.dims.tokens, M = in.dims.channels, S = in.dims.state;
-  grad_detail::require_known_cotangents(cot, {"y", "y_var", "final_lambda", "final_eta"}, "kla");
-  const tensor<T>* d_y = grad_detail::cotangent(cot, "y", {B, N, M});
-  const tensor<T>* d_yvar = grad_detail::cotangent(cot, "y_var", {B, N, M});
-  const tensor<T>* d_lambda_T = grad_detail::cotangent(cot, "final_lambda", {B, M, S});
-  const tensor<T>* d_eta_T = grad_detail::cotangent(cot, "final_eta", {B, M, S});
-  using grad_detail::cotangent_at;
+  detail::grad::require_known_cotangents(cot, {"y", "y_var", "final_lambda", "final_eta"}, "kla");
+  const tensor<T>* d_y = detail::grad::cotangent(cot, "y", {B, N, M});
+  const tensor<T>* d_yvar = detail::grad::cotangent(cot, "y_var", {B, N, M});
+  const tensor<T>* d_lambda_T = detail::grad::cotangent(cot, "final_lambda", {B, M, S});
+  const tensor<T>* d_eta_T = detail::grad::cotangent(cot, "final_eta", {B, M, S});
+  using detail::grad::cotangent_at;
 
   tensor<T> dq("q", {B, N, S}), dk("k", {B, N, S}), dv("v", {B, N, M});
   broadcast_accumulator<T> dLambda("Lambda", inputs.Lambda.shape(), {B, N, M});

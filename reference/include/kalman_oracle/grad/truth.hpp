@@ -31,12 +31,12 @@
 
 #include "kalman_oracle/grad/common.hpp"
 #include "kalman_oracle/grad/tape.hpp"
-#include "kalman_oracle/io/tensor.hpp"
 #include "kalman_oracle/scalar/dual.hpp"
+#include "kalman_oracle/tensor/tensor.hpp"
 
 namespace kalman_oracle {
 
-namespace grad_detail {
+namespace detail::grad {
 /// The cotangent of output `name` if given, checked to have the output's shape.
 template <class B, class Y>
 const tensor<B>* matching_cotangent(const cotangents<B>& cot, const std::string& name, const tensor<Y>& output) {
@@ -46,7 +46,7 @@ const tensor<B>* matching_cotangent(const cotangents<B>& cot, const std::string&
                       to_string(output.shape()));
   return c;
 }
-}  // namespace grad_detail
+}  // namespace detail::grad
 
 /// Calls f(role, tensor) for every tensor input (and "scale" when given), in the struct's order.
 template <class Model, template <class> class Inputs, class T, class F>
@@ -63,7 +63,7 @@ B loss(const Model& model, const typename Model::template inputs_type<B>& in, co
   const auto out = model.forward(in);
   B total(0);
   Model::for_each_output(out, [&](const std::string& name, const tensor<B>& y) {
-    if (const tensor<B>* c = grad_detail::matching_cotangent(cot, name, y))
+    if (const tensor<B>* c = detail::grad::matching_cotangent(cot, name, y))
       for (std::size_t i = 0; i < y.size(); ++i) total += y.data()[i] * c->data()[i];
   });
   return total;
@@ -90,7 +90,7 @@ gradients<B> tape_gradients(const Model& model, const typename Model::template i
   const auto out = model.forward(lifted);
   S total(0);
   Model::for_each_output(out, [&](const std::string& name, const tensor<S>& y) {
-    if (const tensor<B>* c = grad_detail::matching_cotangent(cot, name, y))
+    if (const tensor<B>* c = detail::grad::matching_cotangent(cot, name, y))
       for (std::size_t i = 0; i < y.size(); ++i) total += y.data()[i] * S(c->data()[i]);
   });
   const std::vector<B> adj = record.adjoints(total);
@@ -121,7 +121,7 @@ B directional_derivative(const Model& model, const typename Model::template inpu
   const auto out = model.forward(lifted);
   B total(0);
   Model::for_each_output(out, [&](const std::string& name, const tensor<D>& y) {
-    if (const tensor<B>* c = grad_detail::matching_cotangent(cot, name, y))
+    if (const tensor<B>* c = detail::grad::matching_cotangent(cot, name, y))
       for (std::size_t i = 0; i < y.size(); ++i) total += y.data()[i].tangent() * c->data()[i];
   });
   return total;

@@ -31,7 +31,7 @@ struct gradient_verdict {
   double log2_ratio = -std::numeric_limits<double>::infinity();  // log2(observed / allowed)
 };
 
-namespace grad_detail {
+namespace detail::grad {
 template <class B>
 double log2_ratio(const B& observed, const B& allowed) {
   if (observed == 0) return -std::numeric_limits<double>::infinity();
@@ -43,7 +43,7 @@ double log2_ratio(const B& observed, const B& allowed) {
     return to_double(B(log2(observed) - log2(allowed)));
   }
 }
-}  // namespace grad_detail
+}  // namespace detail::grad
 
 template <class Model, class B>
 gradient_verdict adjoint_equals_tape_exact(const Model& model, const typename Model::template inputs_type<B>& in,
@@ -72,7 +72,7 @@ gradient_verdict adjoint_within_bound_of_tape(const Model& model, const typename
   const B allowed = scalar_traits<B>::ldexp(d.scale, bound_exp);
   gradient_verdict v;
   v.ok = d.shapes_match && d.max_abs_difference <= allowed;
-  v.log2_ratio = grad_detail::log2_ratio(d.max_abs_difference, allowed);
+  v.log2_ratio = detail::grad::log2_ratio(d.max_abs_difference, allowed);
   std::ostringstream os;
   os << "max |adjoint - tape| = " << to_double(d.max_abs_difference) << " (in " << d.worst << "), allowed 2^"
      << bound_exp << " * " << to_double(d.scale) << (d.shapes_match ? "" : ", missing/misshapen " + d.missing);
@@ -93,7 +93,7 @@ gradient_verdict inner_product_matches_dual(const Model& model, const typename M
       scalar_traits<B>::is_exact ? B(0) : scalar_traits<B>::ldexp(abs_inner_product(adjoint, direction), bound_exp);
   gradient_verdict v;
   v.ok = diff <= allowed;
-  v.log2_ratio = grad_detail::log2_ratio(diff, allowed);
+  v.log2_ratio = detail::grad::log2_ratio(diff, allowed);
   std::ostringstream os;
   os << "<adjoint, u> = " << to_double(predicted) << ", dual dL[u] = " << to_double(derivative)
      << ", |difference| = " << to_double(diff) << ", allowed " << to_double(allowed);
@@ -115,7 +115,7 @@ gradient_verdict central_difference_agrees(const Model& model, const typename Mo
       scalar_traits<B>::ldexp(B(abs_inner_product(adjoint, direction) + abs(loss(model, in, cot))), bound_exp);
   gradient_verdict v;
   v.ok = diff <= allowed;
-  v.log2_ratio = grad_detail::log2_ratio(diff, allowed);
+  v.log2_ratio = detail::grad::log2_ratio(diff, allowed);
   std::ostringstream os;
   os << "<adjoint, u> = " << to_double(predicted) << ", central difference = " << to_double(difference)
      << ", |difference| = " << to_double(diff) << ", allowed " << to_double(allowed);

@@ -26,7 +26,8 @@
 //   transition D_t: diagonal, alpha [B, T, H, K] (linear) or fla's log gates g (alpha = e^g), or
 //                   full D [B, T, H, K, K];  absent: D = I (a static memory). Any finite entries:
 //                   §2 allows any K x K transition (a decay in (0, 1] is the models' practice, not
-//                   a condition of the filter), and log gates may be of either sign.
+//                   a condition of the filter), and log gates may be of either sign
+//                   (models/gates.hpp, gate_range::any_finite).
 //   process noise Ω_t: diagonal omega [B, T, H, K] >= 0, or full Omega [B, T, H, K, K] exactly
 //                   symmetric positive semidefinite;  absent: Ω = 0
 //   r [B, T, H] > 0 (observation noise)
@@ -58,15 +59,16 @@
 
 #include "kalman_oracle/detail/mutant.hpp"
 #include "kalman_oracle/detail/parallel_for.hpp"
-#include "kalman_oracle/io/tensor.hpp"
-#include "kalman_oracle/io/validate.hpp"
+#include "kalman_oracle/models/gates.hpp"
 #include "kalman_oracle/models/options.hpp"
 #include "kalman_oracle/models/query_scale.hpp"
 #include "kalman_oracle/scalar/traits.hpp"
 #include "kalman_oracle/scalar/types.hpp"
+#include "kalman_oracle/tensor/broadcast_view.hpp"
+#include "kalman_oracle/tensor/tensor.hpp"
+#include "kalman_oracle/tensor/validate.hpp"
 
 namespace kalman_oracle {
-
 
 template <class T>
 using dense_matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
@@ -130,7 +132,7 @@ struct dense_outputs {
   std::optional<tensor<T>> state;                 // S_t [B, T, H, K, V]
 };
 
-namespace dense_detail {
+namespace detail::dense {
 
 using index = Eigen::Index;
 inline index ix(std::size_t i) { return static_cast<index>(i); }
@@ -335,8 +337,8 @@ class problem {
 
     if (in.transition) {
       const auto& d = *in.transition;
-      require_finite(d.values);
       if (d.form == dense_form::full) {
+        require_finite(d.values);
         if (d.values.rank() < 2 || d.values.dim(d.values.rank() - 1) != key_dim ||
             d.values.dim(d.values.rank() - 2) != key_dim)
           throw input_error(d.values.name() + ": shape " + to_string(d.values.shape()) +
@@ -344,9 +346,8 @@ class problem {
                             std::to_string(key_dim));
         transition_.emplace(d.values, shape_t{batch, tokens, heads, key_dim, key_dim});
       } else {
-        if (d.space == gate_space::log && scalar_traits<T>::is_exact)
-          throw input_error(d.values.name() + ": log-space gates need exp, which " + scalar_traits<T>::name() +
-                            " cannot represent exactly; rule: exact types take the decay alpha (gate_space::linear)");
+        // Any finite decay or log gate: §2 takes any transition (models/gates.hpp, the second range).
+        require_gates(d.values, d.space, gate_range::any_finite);
         transition_.emplace(d.values, shape_t{batch, tokens, heads, key_dim});
       }
     }
@@ -387,15 +388,8 @@ class problem {
       for (std::size_t i = 0; i < key_dim; ++i)
         for (std::size_t j = 0; j < key_dim; ++j) d(ix(i), ix(j)) = (*transition_)(b, t, h, i, j);
     } else {
-      for (std::size_t i = 0; i < key_dim; ++i) {
-        const T& g = (*transition_)(b, t, h, i);
-        if constexpr (scalar_traits<T>::is_exact) {
-          d(ix(i), ix(i)) = g;  // linear only (log gates were rejected above)
-        } else {
-          using std::exp;
-          d(ix(i), ix(i)) = in_->transition->space == gate_space::log ? T(exp(g)) : g;
-        }
-      }
+      for (std::size_t i = 0; i < key_dim; ++i)
+        d(ix(i), ix(i)) = decay_of_gate((*transition_)(b, t, h, i), in_->transition->space);
     }
     return d;
   }
@@ -546,20 +540,20 @@ dense_vector<T> innovation(const dense_matrix<T>& predicted_state, const dense_v
   return e;
 }
 
-}  // namespace dense_detail
+}  // namespace detail::dense
 
 /// The sequential reference of the dense Kalman associative memory (MATH.md §2).
 template <class T>
 dense_outputs<T> dense_forward(const dense_inputs<T>& in, const run_options& options = {}) {
   using matrix = dense_matrix<T>;
   using vector = dense_vector<T>;
-  using dense_detail::ix;
-  using dense_detail::multiply;
-  using dense_detail::outer;
-  using dense_detail::transpose;
-  const dense_detail::problem<T> pb(in);  // every input check, before any arithmetic
+  using detail::dense::ix;
+  using detail::dense::multiply;
+  using detail::dense::outer;
+  using detail::dense::transpose;
+  const detail::dense::problem<T> pb(in);  // every input check, before any arithmetic
   dense_outputs<T> out;
-  dense_detail::allocate_outputs(out, pb, options.internals);
+  detail::dense::allocate_outputs(out, pb, options.internals);
   const std::size_t K = pb.key_dim;
 
   detail::parallel_for(pb.batch * pb.heads, options.threads, [&](std::size_t problem_index) {
@@ -576,7 +570,7 @@ dense_outputs<T> dense_forward(const dense_inputs<T>& in, const run_options& opt
       // predict: Ŝ_t = D_t S_{t-1}, P̂_t = D_t P_{t-1} D_tᵀ + Ω_t. (Planted bug: D applied after the
       // update instead, below.)
       const matrix S_hat = KALMAN_ORACLE_MUTANT(dense_decay_after_update, multiply(D, S), S);
-      const matrix P_hat = dense_detail::symmetric_from_upper<T>(multiply(multiply(D, P), transpose(D)) + Omega);
+      const matrix P_hat = detail::dense::symmetric_from_upper<T>(multiply(multiply(D, P), transpose(D)) + Omega);
 
       // gain: u = P̂_t k_t, s_t = k_tᵀ u + r_t (> 0: P̂_t is PSD and r_t > 0).
       const vector u = multiply(P_hat, k);
@@ -596,18 +590,18 @@ dense_outputs<T> dense_forward(const dense_inputs<T>& in, const run_options& opt
       const vector kappa =
           KALMAN_ORACLE_MUTANT(dense_gain_after_write, vector(u / s), vector(multiply(P_new, k) / s));
       // S_t = Ŝ_t + κ_t (v_t - Ŝ_tᵀ k_t)ᵀ.
-      const vector e = dense_detail::innovation<T>(S_hat, k, v);
+      const vector e = detail::dense::innovation<T>(S_hat, k, v);
       const matrix S_updated = S_hat + outer(kappa, e);
       const matrix S_new = KALMAN_ORACLE_MUTANT(dense_decay_after_update, S_updated, multiply(D, S_updated));
 
       // read after write: o_t = S_tᵀ (τ q_t) (planted bug: read Ŝ_t, before the write).
       const matrix& read = KALMAN_ORACLE_MUTANT(dense_read_before_write, S_new, S_hat);
-      dense_detail::write_token(out, pb, b, t, h, dense_detail::token_report<T>{P_hat, e, s, kappa, S_new, P_new},
+      detail::dense::write_token(out, pb, b, t, h, detail::dense::token_report<T>{P_hat, e, s, kappa, S_new, P_new},
                                 read);
       S = S_new;
       P = P_new;
     }
-    dense_detail::write_final(out, pb, b, h, S, P);
+    detail::dense::write_final(out, pb, b, h, S, P);
   });
   return out;
 }

@@ -17,33 +17,26 @@
 // the reverse-KL projection of the exact one-step posterior, not the exact posterior covariance,
 // and with μ ≠ 1 it is further rescaled information. It is not the dense model's variance.
 //
-// This header also holds what the KDN models share (input checks, decays from gates, the query
-// scale); isotropic.hpp and kdn_parallel.hpp include it.
+// What the diagonal and the isotropic model share (input checks, decays from gates, defaults, the
+// query scale, the validated problem) is models/kdn_common.hpp.
 #pragma once
 
-#include <cmath>
 #include <cstddef>
 #include <optional>
-#include <span>
-#include <sstream>
-#include <stdexcept>
-#include <string>
-#include <type_traits>
 #include <vector>
 
 #include "kalman_oracle/detail/mutant.hpp"
 #include "kalman_oracle/detail/parallel_for.hpp"
-#include "kalman_oracle/io/tensor.hpp"
-#include "kalman_oracle/io/validate.hpp"
 #include "kalman_oracle/models/delta_rule.hpp"
+#include "kalman_oracle/models/gates.hpp"
+#include "kalman_oracle/models/kdn_common.hpp"
 #include "kalman_oracle/models/options.hpp"
-#include "kalman_oracle/models/query_scale.hpp"
-#include "kalman_oracle/scalar/traits.hpp"
+#include "kalman_oracle/tensor/tensor.hpp"
 
 namespace kalman_oracle {
 
 /// Inputs of the diagonal KDN (MATH.md §4). Per-token parameters may be given in any shape that
-/// broadcasts (numpy rules, io/tensor.hpp) to the full shape named here.
+/// broadcasts (numpy rules, tensor/broadcast_view.hpp) to the full shape named here.
 template <class T>
 struct diagonal_kdn_inputs {
   tensor<T> q;      ///< queries [B, T, H, K]
@@ -71,113 +64,9 @@ struct diagonal_kdn_outputs {
 
 namespace detail {
 
-/// The sizes of one KDN problem.
-struct kdn_dims {
-  std::size_t batch = 0, tokens = 0, heads = 0, key_dim = 0, value_dim = 0;
-};
-
-/// q, k [B, T, H, K] and v [B, T, H, V]: ranks, agreeing sizes, T >= 1, K >= 1, all finite.
+/// Validated diagonal-KDN inputs: ω [B, T, H, K], p_0 [B, H, K] (models/kdn_common.hpp).
 template <class T>
-kdn_dims kdn_check_qkv(const tensor<T>& q, const tensor<T>& k, const tensor<T>& v) {
-  if (q.rank() != 4)
-    throw input_error(q.name() + ": shape " + to_string(q.shape()) + ", expected 4 dimensions [B, T, H, K]");
-  kdn_dims d{q.dim(0), q.dim(1), q.dim(2), q.dim(3), 0};
-  require_tokens(q.name(), d.tokens);
-  if (d.key_dim == 0)
-    throw input_error(q.name() + ": shape " + to_string(q.shape()) + " has K = 0; rule: the key dimension must be >= 1");
-  require_shape(k, q.shape());  // e.g. a K that differs between q and k
-  if (v.rank() != 4 || v.dim(0) != d.batch || v.dim(1) != d.tokens || v.dim(2) != d.heads)
-    throw input_error(v.name() + ": shape " + to_string(v.shape()) + ", expected [B, T, H, V] with [B, T, H] = " +
-                      to_string({d.batch, d.tokens, d.heads}));
-  d.value_dim = v.dim(3);
-  require_finite(q);
-  require_finite(k);
-  require_finite(v);
-  return d;
-}
-
-/// Decays: linear α must lie in (0, 1]; log gates g must be <= 0 (α = e^g in (0, 1]). α > 0 keeps
-/// every covariance leaf invertible (det α², §8) and is what e^g gives; α <= 1 is fla's convention
-/// for trained gates (g = logsigmoid(·) <= 0), enforced alike by the fixed-gain models.
-template <class T>
-void kdn_check_gates(const tensor<T>& g, gate_space gates) {
-  if (gates == gate_space::linear) {
-    require_each(g, [](const T& alpha) { return alpha > 0 && alpha <= 1; }, "decay alpha must be in (0, 1]");
-    return;
-  }
-  if constexpr (scalar_traits<T>::is_exact)
-    throw input_error(g.name() + ": gate_space::log needs exp(g), which is irrational for rational g != 0; rule: "
-                      "exact scalars take the decays alpha with gate_space::linear");
-  require_each(g, [](const T& x) { return x <= 0; }, "log gate g must be <= 0");
-}
-
-/// The decay α of one gate value (after kdn_check_gates).
-template <class T>
-T kdn_decay(const T& gate, gate_space gates) {
-  if (gates == gate_space::linear) return gate;
-  if constexpr (scalar_traits<T>::is_exact) {
-    throw std::logic_error("kdn_decay: log gates over exact scalars (rejected by kdn_check_gates)");
-  } else {
-    using std::exp;
-    return T(exp(gate));
-  }
-}
-
-/// A broadcast view of `x` to `full`, checked: first the shape (broadcast_view names the axis), then
-/// every source element with `check`.
-template <class T, class Check>
-broadcast_view<T> kdn_view(const tensor<T>& x, const shape_t& full, Check check) {
-  broadcast_view<T> view(x, full);
-  check(x);
-  return view;
-}
-
-/// The given optional tensor, or the default one.
-template <class T>
-const tensor<T>& kdn_or(const std::optional<tensor<T>>& given, const tensor<T>& fallback) {
-  return given ? *given : fallback;
-}
-
-/// Validated diagonal-KDN inputs with defaults filled in and parameters broadcast. Every check
-/// happens in the constructor, before any arithmetic. Views point into `in` and into the default
-/// tensors held here, so the object stays where it was built.
-template <class T>
-struct diagonal_kdn_problem {
-  // Defaults (papers): μ = K, p_0 = 1, S_0 = 0. Declared first: the views below point at them.
-  tensor<T> mu_default, p0_default, s0_default;
-  kdn_dims dims;
-  const diagonal_kdn_inputs<T>& in;
-  broadcast_view<T> g, omega, r, mu, p0, s0;
-  T tau;
-
-  explicit diagonal_kdn_problem(const diagonal_kdn_inputs<T>& inputs)
-      : mu_default("mu", {1}, T(static_cast<long>(inputs.q.rank() == 4 ? inputs.q.dim(3) : 1))),
-        p0_default("initial_covariance", {1}, T(1)),
-        s0_default("initial_state", {1}, T(0)),
-        dims(kdn_check_qkv(inputs.q, inputs.k, inputs.v)),
-        in(inputs),
-        g(kdn_view(inputs.g, full_key(), [&](const tensor<T>& x) { kdn_check_gates(x, inputs.gates); })),
-        omega(kdn_view(inputs.omega, full_key(),
-                       [](const tensor<T>& x) { require_nonnegative(x, "process noise omega"); })),
-        r(kdn_view(inputs.r, {dims.batch, dims.tokens, dims.heads},
-                   [](const tensor<T>& x) { require_positive(x, "observation noise r"); })),
-        mu(kdn_view(kdn_or(inputs.mu, mu_default), {dims.heads},
-                    [](const tensor<T>& x) { require_positive(x, "information scale mu"); })),
-        p0(kdn_view(kdn_or(inputs.initial_covariance, p0_default), {dims.batch, dims.heads, dims.key_dim},
-                    [](const tensor<T>& x) { require_positive(x, "prior covariance p_0"); })),
-        s0(kdn_view(kdn_or(inputs.initial_state, s0_default),
-                    {dims.batch, dims.heads, dims.key_dim, dims.value_dim},
-                    [](const tensor<T>& x) { require_finite(x); })),
-        tau(query_scale(inputs.scale, dims.key_dim)) {}
-  diagonal_kdn_problem(const diagonal_kdn_problem&) = delete;
-  diagonal_kdn_problem& operator=(const diagonal_kdn_problem&) = delete;
-
-  shape_t full_key() const { return {dims.batch, dims.tokens, dims.heads, dims.key_dim}; }
-  /// α_{t,i} of head (b, h).
-  T decay(std::size_t b, std::size_t t, std::size_t h, std::size_t i) const {
-    return kdn_decay(g(b, t, h, i), in.gates);
-  }
-};
+using diagonal_kdn_problem = kdn_problem<T, kdn_covariance::diagonal>;
 
 /// The diagonal-KDN outputs, allocated (internals only when asked for).
 template <class T>
@@ -222,11 +111,8 @@ diagonal_kdn_outputs<T> diagonal_kdn_forward(const diagonal_kdn_inputs<T>& input
     const std::size_t b = bh / d.heads, h = bh % d.heads;
     const T mu = pb.mu(h);
     // Prior: S_0, p_0 (§2 "quantities with index 0 are the prior").
-    std::vector<T> state(K * V), covariance(K);
-    for (std::size_t i = 0; i < K; ++i) {
-      covariance[i] = pb.p0(b, h, i);
-      for (std::size_t j = 0; j < V; ++j) state[i * V + j] = pb.s0(b, h, i, j);
-    }
+    std::vector<T> state = pb.initial_state(b, h), covariance(K);
+    for (std::size_t i = 0; i < K; ++i) covariance[i] = pb.prior(b, h, i);
     std::vector<T> alpha(K), key(K), query(K), value(V), predicted(K), gain(K), read(V);
     for (std::size_t t = 0; t < d.tokens; ++t) {
       for (std::size_t i = 0; i < K; ++i) {

@@ -26,26 +26,24 @@
 // validation and the per-token parameters below, not the recursion.
 #pragma once
 
-#include <cmath>
 #include <cstddef>
 #include <optional>
 #include <span>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "kalman_oracle/detail/mutant.hpp"
 #include "kalman_oracle/detail/parallel_for.hpp"
-#include "kalman_oracle/io/tensor.hpp"
-#include "kalman_oracle/io/validate.hpp"
 #include "kalman_oracle/models/delta_rule.hpp"
+#include "kalman_oracle/models/gates.hpp"
 #include "kalman_oracle/models/options.hpp"
 #include "kalman_oracle/models/query_scale.hpp"
-#include "kalman_oracle/scalar/traits.hpp"
+#include "kalman_oracle/tensor/broadcast_view.hpp"
+#include "kalman_oracle/tensor/tensor.hpp"
+#include "kalman_oracle/tensor/validate.hpp"
 
 namespace kalman_oracle {
-
 
 /// The member of the §7 family.
 enum class fixed_gain_rule { gla, delta_net, gated_delta_net, kda };
@@ -92,17 +90,6 @@ struct fixed_gain_outputs {
 
 namespace detail::fixed_gain {
 
-/// e^x for the inexact types; rationals never get here (validate() rejects log gates for them).
-template <class T>
-T exp_of(const T& x) {
-  if constexpr (scalar_traits<T>::is_exact) {
-    throw input_error("exp_of: not exact over rationals");
-  } else {
-    using std::exp;
-    return exp(x);
-  }
-}
-
 template <class T>
 void require_rank(const tensor<T>& x, std::size_t rank, const std::string& layout) {
   if (x.rank() != rank)
@@ -141,10 +128,10 @@ class problem {
     return in_.rule == fixed_gain_rule::gated_delta_net ? (*g_scalar_)(b, t, h) : (*g_vector_)(b, t, h, i);
   }
 
-  /// α_{t,i}: e^{g} or the linear decay; 1 for DeltaNet.
+  /// α_{t,i}: e^{g} or the linear decay (models/gates.hpp); 1 for DeltaNet.
   T decay(std::size_t b, std::size_t t, std::size_t h, std::size_t i) const {
     if (!decays()) return T(1);
-    return in_.gates == gate_space::linear ? gate(b, t, h, i) : exp_of(gate(b, t, h, i));
+    return decay_of_gate(gate(b, t, h, i), in_.gates);
   }
 
   /// β_t (the β-form delta rules only).
@@ -216,19 +203,10 @@ class problem {
         g_scalar_.emplace(*in_.g, shape_t{B_, T_, H_});
       else
         g_vector_.emplace(*in_.g, shape_t{B_, T_, H_, K_});
-      if (in_.gates == gate_space::log) {
-        if constexpr (scalar_traits<T>::is_exact)
-          throw input_error(in_.g->name() + ": log-space gates need exp, which is not exact over " +
-                            scalar_traits<T>::name() +
-                            "; rule: pass the decays with gate_space::linear for exact arithmetic");
-        // g ≤ 0 and finite ⇔ α = e^g ∈ (0, 1]: a decay, as fla's log-sigmoid gates always are.
-        require_each(*in_.g, [](const T& x) { return x <= 0; }, "log gate must be <= 0 (decay e^g in (0, 1])");
-      } else {
-        // Exactly the image of the finite log gates: α = 0 would be g = −∞ (not finite), and
-        // α > 1 an expanding map (g > 0) that no gated model produces and that the stability
-        // arguments (non-expansive steps, docs/math.md) exclude.
-        require_each(*in_.g, [](const T& x) { return x > 0 && x <= 1; }, "decay must be in (0, 1]");
-      }
+      // The decay range α ∈ (0, 1] (g ≤ 0): the image of the finite log gates, as fla's
+      // log-sigmoid gates always are; α > 1 would be an expanding map that the stability arguments
+      // (non-expansive steps, docs/math.md) exclude (models/gates.hpp).
+      require_gates(*in_.g, in_.gates, gate_range::decay);
     }
 
     // β or κ: the delta rules need exactly one; GLA neither.

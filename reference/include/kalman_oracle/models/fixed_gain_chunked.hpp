@@ -34,15 +34,163 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 #include "kalman_oracle/detail/mutant.hpp"
 #include "kalman_oracle/detail/parallel_for.hpp"
 #include "kalman_oracle/models/fixed_gain.hpp"
+#include "kalman_oracle/models/gates.hpp"
 
 namespace kalman_oracle {
 
+/// The chunk size of fla's chunked kernels (BT = 64): the default of the chunked WY form here and of
+/// the KDN parallel forms' memory (models/kdn_parallel.hpp).
+inline constexpr std::size_t default_wy_chunk_size = 64;
+
 namespace detail::fixed_gain {
+
+/// Γ_t and 1/Γ_t per channel (n x K) of the chunk of n tokens starting at token c0: the decay from
+/// the chunk start to just after local token t (see the top). Log gates are summed, G_t = cumsum g,
+/// Γ_t = e^{G_t} and 1/Γ_t = e^{−G_t} (models/gates.hpp's rule applied to the sum); linear decays
+/// multiplied, Γ_t = Π α and 1/Γ_t its reciprocal (exact over rationals). DeltaNet: all ones.
+template <class T>
+struct chunk_decays {
+  std::vector<std::vector<T>> gamma, gamma_inv;
+};
+
+template <class T>
+chunk_decays<T> cumulative_decays(const problem<T>& p, std::size_t b, std::size_t h, std::size_t c0, std::size_t n) {
+  const std::size_t K = p.key_dim();
+  chunk_decays<T> d{std::vector<std::vector<T>>(n, std::vector<T>(K, T(1))),
+                    std::vector<std::vector<T>>(n, std::vector<T>(K, T(1)))};
+  if (!p.decays()) return d;
+  if (p.gates() == gate_space::log) {
+    std::vector<T> G(K, T(0));  // cumsum of the log gates
+    for (std::size_t t = 0; t < n; ++t)
+      for (std::size_t i = 0; i < K; ++i) {
+        G[i] += p.gate(b, c0 + t, h, i);
+        d.gamma[t][i] = decay_of_log_gate(G[i]);         // Γ_t = e^{G_t}
+        d.gamma_inv[t][i] = decay_of_log_gate(T(-G[i]));  // 1/Γ_t = e^{−G_t}
+      }
+  } else {
+    std::vector<T> P(K, T(1));  // cumulative product of the decays
+    for (std::size_t t = 0; t < n; ++t)
+      for (std::size_t i = 0; i < K; ++i) {
+        P[i] *= p.gate(b, c0 + t, h, i);
+        d.gamma[t][i] = P[i];
+        d.gamma_inv[t][i] = T(1) / P[i];
+      }
+  }
+  return d;
+}
+
+/// Every intermediate of one chunk's forward pass from its start state S (see the top): the
+/// per-token data r_t, e_t (erase key; unused for GLA), w_t (write key), v_t, q_t and τ q_t, the
+/// cumulative decays, 𝒯 = (I + A)⁻¹, X, Y, W = 𝒯 X and Ũ = 𝒯 Y − W S. The forward pass reads its
+/// outputs and carry from it; the chunked adjoint (grad/fixed_gain_chunked.hpp) recomputes it.
+template <class T>
+struct wy_chunk {
+  std::size_t n = 0;
+  std::vector<T> r;
+  std::vector<std::vector<T>> e, w, v, q, sq, gamma, gamma_inv, Tm, X, Y, W, U;  // U holds Ũ
+
+  /// ρ_tj,i: the decay of channel i from just after token j to token t.
+  T ratio(std::size_t t, std::size_t j, std::size_t i) const { return gamma[t][i] * gamma_inv[j][i]; }
+};
+
+/// The chunk of n tokens starting at token c0 of (b, h), from the chunk-start state S (K x V).
+template <class T>
+wy_chunk<T> wy_chunk_forward(const problem<T>& p, std::size_t b, std::size_t h, std::size_t c0, std::size_t n,
+                             const std::vector<T>& S) {
+  const std::size_t K = p.key_dim(), V = p.value_dim();
+  wy_chunk<T> c;
+  c.n = n;
+  c.r.assign(n, T(1));
+  c.e.resize(n), c.w.resize(n), c.v.resize(n), c.q.resize(n), c.sq.resize(n);
+  for (std::size_t t = 0; t < n; ++t) {
+    const std::size_t tok = c0 + t;
+    c.e[t] = p.key(b, tok, h);
+    c.v[t] = p.value(b, tok, h);
+    c.q[t] = p.query(b, tok, h);
+    c.sq[t] = c.q[t];
+    for (auto& x : c.sq[t]) x = p.scale() * x;  // fla scales q first
+    if (p.given_gain()) {
+      c.w[t].resize(K);
+      for (std::size_t i = 0; i < K; ++i) c.w[t][i] = p.kappa(b, tok, h, i);
+    } else {
+      c.w[t] = c.e[t];
+      if (p.erases()) c.r[t] = p.beta(b, tok, h);
+    }
+  }
+
+  // Γ_t and 1/Γ_t per channel (n x K): the cumulative decay inside the chunk.
+  chunk_decays<T> decays = cumulative_decays(p, b, h, c0, n);
+  c.gamma = std::move(decays.gamma);
+  c.gamma_inv = std::move(decays.gamma_inv);
+
+  // 𝒯 = (I + A)⁻¹ with A_tj = r_t e_tᵀ diag(ρ_tj) w_j (j < t): forward substitution on the
+  // columns of the identity, 𝒯_jj = 1, 𝒯_tj = −Σ_{j≤m<t} A_tm 𝒯_mj. GLA: A = 0, 𝒯 = I.
+  c.Tm.assign(n, std::vector<T>(n, T(0)));
+  {
+    std::vector<std::vector<T>> A(n, std::vector<T>(n, T(0)));
+    if (p.erases())
+      for (std::size_t t = 0; t < n; ++t)
+        for (std::size_t j = 0; j < t; ++j) {
+          T dot(0);
+          for (std::size_t i = 0; i < K; ++i) dot += c.e[t][i] * c.ratio(t, j, i) * c.w[j][i];
+          A[t][j] = c.r[t] * dot;
+        }
+    for (std::size_t j = 0; j < n; ++j) {
+      c.Tm[j][j] = T(1);
+      for (std::size_t t = j + 1; t < n; ++t) {
+        T sum(0);
+        for (std::size_t m = j; m < t; ++m) sum += A[t][m] * c.Tm[m][j];
+        c.Tm[t][j] = -sum;
+      }
+    }
+  }
+
+  // W = 𝒯 X (n x K), X rows r_t (Γ_t ⊙ e_t); U = 𝒯 Y (n x V), Y rows r_t v_t;
+  // Ũ = U − W S (the pseudo-values: fla's v_new).
+  c.X.assign(n, std::vector<T>(K, T(0)));
+  c.Y.assign(n, std::vector<T>(V, T(0)));
+  for (std::size_t t = 0; t < n; ++t) {
+    if (p.erases())
+      for (std::size_t i = 0; i < K; ++i) c.X[t][i] = c.r[t] * (c.gamma[t][i] * c.e[t][i]);
+    for (std::size_t j = 0; j < V; ++j) c.Y[t][j] = c.r[t] * c.v[t][j];
+  }
+  c.W.assign(n, std::vector<T>(K, T(0)));
+  c.U.assign(n, std::vector<T>(V, T(0)));
+  for (std::size_t t = 0; t < n; ++t)
+    for (std::size_t m = 0; m <= t; ++m) {
+      for (std::size_t j = 0; j < V; ++j) c.U[t][j] += c.Tm[t][m] * c.Y[m][j];
+      for (std::size_t i = 0; i < K; ++i) c.W[t][i] += c.Tm[t][m] * c.X[m][i];
+    }
+  for (std::size_t t = 0; t < n; ++t)
+    for (std::size_t j = 0; j < V; ++j) {
+      T ws(0);
+      for (std::size_t i = 0; i < K; ++i) ws += c.W[t][i] * S[i * V + j];
+      c.U[t][j] -= ws;
+    }
+  return c;
+}
+
+/// The chunk carry: S' = diag(Γ_{n−1}) S + Σ_{j<n} diag(ρ_{n−1,j}) w_j ũ_jᵀ (planted bug
+/// wy_chunk_carry_skips_last: the sum stops before the chunk's last token).
+template <class T>
+std::vector<T> wy_carry(const wy_chunk<T>& c, const std::vector<T>& S, std::size_t K, std::size_t V) {
+  const std::size_t last = c.n - 1;
+  const std::size_t carried = KALMAN_ORACLE_MUTANT(wy_chunk_carry_skips_last, c.n, c.n - 1);
+  std::vector<T> next(K * V);
+  for (std::size_t i = 0; i < K; ++i)
+    for (std::size_t j = 0; j < V; ++j) {
+      T s = c.gamma[last][i] * S[i * V + j];
+      for (std::size_t m = 0; m < carried; ++m) s += c.ratio(last, m, i) * c.w[m][i] * c.U[m][j];
+      next[i * V + j] = s;
+    }
+  return next;
+}
 
 /// One (b, h) in chunks of `chunk_size` tokens.
 template <class T>
@@ -52,120 +200,24 @@ void run_head_chunked(const problem<T>& p, std::size_t b, std::size_t h, std::si
   std::vector<T> S = p.initial_state(b, h);  // the chunk-start state, K x V row-major
 
   for (std::size_t c0 = 0; c0 < tokens; c0 += chunk_size) {
-    const std::size_t n = std::min(chunk_size, tokens - c0);
-
-    // Per-token data of the chunk: r_t, e_t (erase key; unused for GLA), w_t (write key), v_t, τ q_t.
-    std::vector<T> r(n, T(1));
-    std::vector<std::vector<T>> e(n), w(n), v(n), sq(n);
-    for (std::size_t t = 0; t < n; ++t) {
-      const std::size_t tok = c0 + t;
-      e[t] = p.key(b, tok, h);
-      v[t] = p.value(b, tok, h);
-      sq[t] = p.query(b, tok, h);
-      for (auto& x : sq[t]) x = p.scale() * x;  // fla scales q first
-      if (p.given_gain()) {
-        w[t].resize(K);
-        for (std::size_t i = 0; i < K; ++i) w[t][i] = p.kappa(b, tok, h, i);
-      } else {
-        w[t] = e[t];
-        if (p.erases()) r[t] = p.beta(b, tok, h);
-      }
-    }
-
-    // Γ_t and 1/Γ_t per channel (n x K): the cumulative decay inside the chunk.
-    std::vector<std::vector<T>> gamma(n, std::vector<T>(K, T(1))), gamma_inv(n, std::vector<T>(K, T(1)));
-    if (p.decays()) {
-      if (p.gates() == gate_space::log) {
-        std::vector<T> G(K, T(0));  // cumsum of the log gates
-        for (std::size_t t = 0; t < n; ++t)
-          for (std::size_t i = 0; i < K; ++i) {
-            G[i] += p.gate(b, c0 + t, h, i);
-            gamma[t][i] = exp_of(G[i]);
-            gamma_inv[t][i] = exp_of(T(-G[i]));
-          }
-      } else {
-        std::vector<T> P(K, T(1));  // cumulative product of the decays
-        for (std::size_t t = 0; t < n; ++t)
-          for (std::size_t i = 0; i < K; ++i) {
-            P[i] *= p.gate(b, c0 + t, h, i);
-            gamma[t][i] = P[i];
-            gamma_inv[t][i] = T(1) / P[i];
-          }
-      }
-    }
-    // ρ_tj ⊙ x for a K-vector x: the decay from just after token j to token t.
-    const auto ratio = [&](std::size_t t, std::size_t j, std::size_t i) { return gamma[t][i] * gamma_inv[j][i]; };
-
-    // 𝒯 = (I + A)⁻¹ with A_tj = r_t e_tᵀ diag(ρ_tj) w_j (j < t): forward substitution on the
-    // columns of the identity, 𝒯_jj = 1, 𝒯_tj = −Σ_{j≤m<t} A_tm 𝒯_mj. GLA: A = 0, 𝒯 = I.
-    std::vector<std::vector<T>> Tm(n, std::vector<T>(n, T(0)));
-    {
-      std::vector<std::vector<T>> A(n, std::vector<T>(n, T(0)));
-      if (p.erases())
-        for (std::size_t t = 0; t < n; ++t)
-          for (std::size_t j = 0; j < t; ++j) {
-            T dot(0);
-            for (std::size_t i = 0; i < K; ++i) dot += e[t][i] * ratio(t, j, i) * w[j][i];
-            A[t][j] = r[t] * dot;
-          }
-      for (std::size_t j = 0; j < n; ++j) {
-        Tm[j][j] = T(1);
-        for (std::size_t t = j + 1; t < n; ++t) {
-          T sum(0);
-          for (std::size_t m = j; m < t; ++m) sum += A[t][m] * Tm[m][j];
-          Tm[t][j] = -sum;
-        }
-      }
-    }
-
-    // W = 𝒯 X (n x K), X rows r_t (Γ_t ⊙ e_t); U = 𝒯 Y (n x V), Y rows r_t v_t;
-    // Ũ = U − W S (the pseudo-values: fla's v_new).
-    std::vector<std::vector<T>> X(n, std::vector<T>(K, T(0))), Y(n, std::vector<T>(V));
-    for (std::size_t t = 0; t < n; ++t) {
-      if (p.erases())
-        for (std::size_t i = 0; i < K; ++i) X[t][i] = r[t] * (gamma[t][i] * e[t][i]);
-      for (std::size_t j = 0; j < V; ++j) Y[t][j] = r[t] * v[t][j];
-    }
-    std::vector<std::vector<T>> Wm(n, std::vector<T>(K, T(0))), Ut(n, std::vector<T>(V, T(0)));
-    for (std::size_t t = 0; t < n; ++t)
-      for (std::size_t m = 0; m <= t; ++m) {
-        for (std::size_t j = 0; j < V; ++j) Ut[t][j] += Tm[t][m] * Y[m][j];
-        for (std::size_t i = 0; i < K; ++i) Wm[t][i] += Tm[t][m] * X[m][i];
-      }
-    for (std::size_t t = 0; t < n; ++t)
-      for (std::size_t j = 0; j < V; ++j) {
-        T ws(0);
-        for (std::size_t i = 0; i < K; ++i) ws += Wm[t][i] * S[i * V + j];
-        Ut[t][j] -= ws;
-      }
+    const wy_chunk<T> c = wy_chunk_forward(p, b, h, c0, std::min(chunk_size, tokens - c0), S);
 
     // Outputs: o_t = Sᵀ (Γ_t ⊙ τ q_t) (inter-chunk) + Σ_{j≤t} [(τ q_t)ᵀ diag(ρ_tj) w_j] ũ_j
     // (intra-chunk, causal with the diagonal: read after write).
-    for (std::size_t t = 0; t < n; ++t) {
+    for (std::size_t t = 0; t < c.n; ++t) {
       std::vector<T> o(V, T(0));
       for (std::size_t i = 0; i < K; ++i) {
-        const T qg = gamma[t][i] * sq[t][i];
+        const T qg = c.gamma[t][i] * c.sq[t][i];
         for (std::size_t j = 0; j < V; ++j) o[j] += S[i * V + j] * qg;
       }
       for (std::size_t m = 0; m <= t; ++m) {
         T score(0);
-        for (std::size_t i = 0; i < K; ++i) score += sq[t][i] * ratio(t, m, i) * w[m][i];
-        for (std::size_t j = 0; j < V; ++j) o[j] += score * Ut[m][j];
+        for (std::size_t i = 0; i < K; ++i) score += c.sq[t][i] * c.ratio(t, m, i) * c.w[m][i];
+        for (std::size_t j = 0; j < V; ++j) o[j] += score * c.U[m][j];
       }
       for (std::size_t j = 0; j < V; ++j) out.o(b, c0 + t, h, j) = o[j];
     }
-
-    // The chunk carry: S ← diag(Γ_{n−1}) S + Σ_{j<n} diag(ρ_{n−1,j}) w_j ũ_jᵀ.
-    const std::size_t last = n - 1;
-    const std::size_t carried = KALMAN_ORACLE_MUTANT(wy_chunk_carry_skips_last, n, n - 1);
-    std::vector<T> next(K * V);
-    for (std::size_t i = 0; i < K; ++i)
-      for (std::size_t j = 0; j < V; ++j) {
-        T s = gamma[last][i] * S[i * V + j];
-        for (std::size_t m = 0; m < carried; ++m) s += ratio(last, m, i) * w[m][i] * Ut[m][j];
-        next[i * V + j] = s;
-      }
-    S = std::move(next);
+    S = wy_carry(c, S, K, V);
   }
   store_state(out, p, b, h, S);
 }
@@ -175,7 +227,8 @@ void run_head_chunked(const problem<T>& p, std::size_t b, std::size_t h, std::si
 /// The chunked WY form (see the top of this file) with chunks of `chunk_size` >= 1 tokens (the
 /// last chunk may be shorter). Same inputs, validation and outputs as fixed_gain_forward.
 template <class T>
-fixed_gain_outputs<T> fixed_gain_chunked_forward(const fixed_gain_inputs<T>& inputs, std::size_t chunk_size,
+fixed_gain_outputs<T> fixed_gain_chunked_forward(const fixed_gain_inputs<T>& inputs,
+                                                 std::size_t chunk_size = default_wy_chunk_size,
                                                  const run_options& options = {}) {
   const detail::fixed_gain::problem<T> p(inputs);
   if (chunk_size == 0) throw input_error("chunk_size: 0; rule: a chunk needs at least one token");

@@ -45,9 +45,9 @@ struct information_outputs : dense_outputs<T> {
   std::optional<tensor<T>> predicted_precision;  // Ŷ_t [B, T, H, K, K] (internals)
 };
 
-namespace information_detail {
+namespace detail::information {
 
-using dense_detail::index;
+using detail::dense::index;
 
 /// X with A X = B, by Gaussian elimination without pivoting; nullopt when a pivot is not > 0,
 /// i.e. A is not positive definite (for symmetric A: singular or indefinite), or, for intervals,
@@ -57,7 +57,7 @@ std::optional<dense_matrix<T>> spd_solve(dense_matrix<T> a, dense_matrix<T> rhs)
   const index n = a.rows(), m = rhs.cols();
   for (index i = 0; i < n; ++i) {
     const T& pivot = a(i, i);
-    if (!dense_detail::certainly_positive(pivot)) return std::nullopt;
+    if (!detail::dense::certainly_positive(pivot)) return std::nullopt;
     for (index row = i + 1; row < n; ++row) {
       const T factor = a(row, i) / pivot;
       for (index col = i + 1; col < n; ++col) a(row, col) -= factor * a(i, col);
@@ -88,21 +88,21 @@ std::optional<dense_matrix<T>> spd_inverse(const dense_matrix<T>& a) {
   throw input_error(os.str());
 }
 
-}  // namespace information_detail
+}  // namespace detail::information
 
 /// The sequential reference of the dense filter in information form (MATH.md §3).
 template <class T>
 information_outputs<T> information_forward(const information_inputs<T>& in, const run_options& options = {}) {
   using matrix = dense_matrix<T>;
   using vector = dense_vector<T>;
-  using dense_detail::ix;
-  using dense_detail::multiply;
-  using dense_detail::outer;
-  using dense_detail::transpose;
-  using information_detail::spd_inverse;
-  const dense_detail::problem<T> pb(in);  // the same checks as dense_forward
+  using detail::dense::ix;
+  using detail::dense::multiply;
+  using detail::dense::outer;
+  using detail::dense::transpose;
+  using detail::information::spd_inverse;
+  const detail::dense::problem<T> pb(in);  // the same checks as dense_forward
   information_outputs<T> out;
-  dense_detail::allocate_outputs(out, pb, options.internals);
+  detail::dense::allocate_outputs(out, pb, options.internals);
   const std::size_t B = pb.batch, L = pb.tokens, H = pb.heads, K = pb.key_dim, V = pb.value_dim;
   out.final_precision = tensor<T>("final_precision", {B, H, K, K});
   out.final_information = tensor<T>("final_information", {B, H, K, V});
@@ -114,7 +114,7 @@ information_outputs<T> information_forward(const information_inputs<T>& in, cons
     // fail for a P_0 singular to working precision), H_0 = Y_0 S_0.
     const auto prior_precision = spd_inverse<T>(pb.initial_covariance(b, h));
     if (!prior_precision)
-      information_detail::throw_singular("the prior covariance P_0", b, 0, h,
+      detail::information::throw_singular("the prior covariance P_0", b, 0, h,
                                          "the information form needs P_0 invertible (MATH.md §3)");
     matrix Y = *prior_precision;
     matrix H_info = multiply(Y, pb.initial_state(b, h));
@@ -122,7 +122,7 @@ information_outputs<T> information_forward(const information_inputs<T>& in, cons
     // the state of this form is (Y, H)).
     auto covariance = spd_inverse<T>(Y);
     if (!covariance)
-      information_detail::throw_singular("the prior precision Y_0", b, 0, h,
+      detail::information::throw_singular("the prior precision Y_0", b, 0, h,
                                          "the information form needs P_0 invertible (MATH.md §3)");
     matrix P_prev = *covariance;
     for (std::size_t t = 0; t < L; ++t) {
@@ -137,7 +137,7 @@ information_outputs<T> information_forward(const information_inputs<T>& in, cons
                        KALMAN_ORACLE_MUTANT(information_missing_noise, Omega, matrix(matrix::Zero(ix(K), ix(K))));
       const auto Y_hat = spd_inverse<T>(M);
       if (!Y_hat)
-        information_detail::throw_singular("D_t Y_{t-1}^-1 D_t^T + Omega_t", b, t, h,
+        detail::information::throw_singular("D_t Y_{t-1}^-1 D_t^T + Omega_t", b, t, h,
                                            "the information form needs the predicted covariance invertible "
                                            "(MATH.md §3)");
       // Ĥ_t = Ŷ_t D Y⁻¹ H, via the predicted mean Ŝ_t = D Y⁻¹ H.
@@ -148,7 +148,7 @@ information_outputs<T> information_forward(const information_inputs<T>& in, cons
       H_info = H_hat + outer(k, v, r);
       covariance = spd_inverse<T>(Y);
       if (!covariance)
-        information_detail::throw_singular("the posterior precision Y_t", b, t, h,
+        detail::information::throw_singular("the posterior precision Y_t", b, t, h,
                                            "Y_t must stay positive definite (MATH.md §3)");
       const matrix& P = *covariance;
       // S_t = Y_t⁻¹ H_t.
@@ -159,14 +159,14 @@ information_outputs<T> information_forward(const information_inputs<T>& in, cons
       const vector Mk = multiply(M, k);
       for (std::size_t i = 0; i < K; ++i) quadratic += k(ix(i)) * Mk(ix(i));
       const T s = quadratic + r;
-      const vector e = dense_detail::innovation<T>(S_hat, k, v);
+      const vector e = detail::dense::innovation<T>(S_hat, k, v);
       const vector kappa = multiply(P, k) / r;
-      dense_detail::write_token(out, pb, b, t, h, dense_detail::token_report<T>{M, e, s, kappa, S, P}, S);
+      detail::dense::write_token(out, pb, b, t, h, detail::dense::token_report<T>{M, e, s, kappa, S, P}, S);
       if (out.predicted_precision)
         for (std::size_t i = 0; i < K; ++i)
           for (std::size_t j = 0; j < K; ++j) (*out.predicted_precision)(b, t, h, i, j) = (*Y_hat)(ix(i), ix(j));
       P_prev = P;
-      if (t + 1 == L) dense_detail::write_final(out, pb, b, h, S, P);
+      if (t + 1 == L) detail::dense::write_final(out, pb, b, h, S, P);
     }
     for (std::size_t i = 0; i < K; ++i) {
       for (std::size_t j = 0; j < K; ++j) out.final_precision(b, h, i, j) = Y(ix(i), ix(j));

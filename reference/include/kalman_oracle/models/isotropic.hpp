@@ -21,12 +21,12 @@
 
 #include "kalman_oracle/detail/mutant.hpp"
 #include "kalman_oracle/detail/parallel_for.hpp"
-#include "kalman_oracle/io/tensor.hpp"
-#include "kalman_oracle/io/validate.hpp"
 #include "kalman_oracle/models/delta_rule.hpp"
-#include "kalman_oracle/models/diagonal.hpp"  // gate_space and the checks the KDN models share
+#include "kalman_oracle/models/gates.hpp"
+#include "kalman_oracle/models/kdn_common.hpp"
 #include "kalman_oracle/models/options.hpp"
 #include "kalman_oracle/scalar/traits.hpp"
+#include "kalman_oracle/tensor/tensor.hpp"
 
 namespace kalman_oracle {
 
@@ -59,44 +59,11 @@ struct isotropic_kdn_outputs {
 
 namespace detail {
 
-/// Validated isotropic-KDN inputs with defaults filled in and parameters broadcast (see
-/// diagonal_kdn_problem).
+/// Validated isotropic-KDN inputs: ω [B, T, H], b_0 [B, H] (models/kdn_common.hpp).
 template <class T>
-struct isotropic_kdn_problem {
-  tensor<T> mu_default, b0_default, s0_default;  // μ = K, b_0 = 1, S_0 = 0 (papers)
-  kdn_dims dims;
-  const isotropic_kdn_inputs<T>& in;
-  broadcast_view<T> g, omega, r, mu, b0, s0;
-  T tau;
+using isotropic_kdn_problem = kdn_problem<T, kdn_covariance::isotropic>;
 
-  explicit isotropic_kdn_problem(const isotropic_kdn_inputs<T>& inputs)
-      : mu_default("mu", {1}, T(static_cast<long>(inputs.q.rank() == 4 ? inputs.q.dim(3) : 1))),
-        b0_default("initial_covariance", {1}, T(1)),
-        s0_default("initial_state", {1}, T(0)),
-        dims(kdn_check_qkv(inputs.q, inputs.k, inputs.v)),
-        in(inputs),
-        g(kdn_view(inputs.g, {dims.batch, dims.tokens, dims.heads, dims.key_dim},
-                   [&](const tensor<T>& x) { kdn_check_gates(x, inputs.gates); })),
-        omega(kdn_view(inputs.omega, {dims.batch, dims.tokens, dims.heads},
-                       [](const tensor<T>& x) { require_nonnegative(x, "process noise omega"); })),
-        r(kdn_view(inputs.r, {dims.batch, dims.tokens, dims.heads},
-                   [](const tensor<T>& x) { require_positive(x, "observation noise r"); })),
-        mu(kdn_view(kdn_or(inputs.mu, mu_default), {dims.heads},
-                    [](const tensor<T>& x) { require_positive(x, "information scale mu"); })),
-        b0(kdn_view(kdn_or(inputs.initial_covariance, b0_default), {dims.batch, dims.heads},
-                    [](const tensor<T>& x) { require_positive(x, "prior covariance b_0"); })),
-        s0(kdn_view(kdn_or(inputs.initial_state, s0_default),
-                    {dims.batch, dims.heads, dims.key_dim, dims.value_dim},
-                    [](const tensor<T>& x) { require_finite(x); })),
-        tau(query_scale(inputs.scale, dims.key_dim)) {}
-  isotropic_kdn_problem(const isotropic_kdn_problem&) = delete;
-  isotropic_kdn_problem& operator=(const isotropic_kdn_problem&) = delete;
-
-  T decay(std::size_t b, std::size_t t, std::size_t h, std::size_t i) const {
-    return kdn_decay(g(b, t, h, i), in.gates);
-  }
-};
-
+/// The isotropic-KDN outputs, allocated (internals only when asked for).
 template <class T>
 isotropic_kdn_outputs<T> isotropic_kdn_allocate(const kdn_dims& d, bool internals) {
   isotropic_kdn_outputs<T> out{tensor<T>("o", {d.batch, d.tokens, d.heads, d.value_dim}),
@@ -139,10 +106,9 @@ isotropic_kdn_outputs<T> isotropic_kdn_forward(const isotropic_kdn_inputs<T>& in
   detail::parallel_for(d.batch * d.heads, options.threads, [&](std::size_t bh) {
     const std::size_t b = bh / d.heads, h = bh % d.heads;
     const T mu = pb.mu(h);
-    std::vector<T> state(K * V);
-    for (std::size_t i = 0; i < K; ++i)
-      for (std::size_t j = 0; j < V; ++j) state[i * V + j] = pb.s0(b, h, i, j);
-    T covariance = pb.b0(b, h);  // b_0
+    // Prior: S_0, b_0 (§2 "quantities with index 0 are the prior").
+    std::vector<T> state = pb.initial_state(b, h);
+    T covariance = pb.prior(b, h);
     std::vector<T> alpha(K), key(K), query(K), value(V), gain(K), read(V);
     for (std::size_t t = 0; t < d.tokens; ++t) {
       for (std::size_t i = 0; i < K; ++i) {

@@ -1,5 +1,5 @@
 // The diagonal and isotropic KDN in parallel form, as a kernel computes them (MATH.md §4, §5, §7,
-// §8). Three phases per (batch, head):
+// §8). Three phases:
 //
 //   1. covariance: p_t (per channel i) and b_t (per head) are Möbius recursions x_t = M_t · x_{t−1}
 //      with the leaves diag_kdn_covariance_leaf / iso_kdn_covariance_leaf (§8 table). All prefixes
@@ -8,41 +8,55 @@
 //   2. gains: p̂_t = α_t² ⊙ p_{t−1} + ω_t (b̂_t = a_t b_{t−1} + ω_t) from the scanned p_{t−1}, then
 //      κ_t (§4) or β_t and κ_t = β_t k_t (§5), every token independently;
 //   3. memory: the fixed-gain two-key delta rule of §7, S_t = (I − κ_t k_tᵀ) diag(α_t) S_{t−1} +
-//      κ_t v_tᵀ, o_t = S_tᵀ (τ q_t), with those gains (kdn_memory_forward below).
+//      κ_t v_tᵀ, o_t = S_tᵀ (τ q_t), with those gains, in the chunked WY form a kernel runs
+//      (models/fixed_gain_chunked.hpp: the given-gain rule, chunks of kdn_scan_options's
+//      memory_chunk_size tokens).
+// Phases 1 and 2 run per (batch, head); phase 3 takes every head's gains at once.
 //
 // Over exact arithmetic this equals the sequential references (diagonal.hpp, isotropic.hpp) for
-// every schedule, chunk size and rescale mode; properties/models_kdn_*.cpp check it exactly over
-// rationals, and within a derived rounding bound in MPFR.
+// every schedule, chunk size and rescale mode of the scan and every memory chunk size (the WY form
+// is exact algebra); properties/models_kdn_exact.cpp checks it exactly over rationals, and
+// properties/models_kdn_mpfr.cpp within a derived rounding bound in MPFR
+// (docs/kdn-parallel-rounding.md).
 //
 // The code here shares input checks with the sequential references but none of their arithmetic:
-// the planted bugs of diagonal.hpp and isotropic.hpp are absent here, so comparing the two forms
-// catches them.
+// the planted bugs of diagonal.hpp and isotropic.hpp (kdn_gain_after_write, kdn_mu_before_gain,
+// kdn_decay_after_delta, kdn_read_before_write, iso_kdn_norm_not_squared) are absent here, so
+// comparing the two forms catches them. This path has planted bugs of its own, each caught by its
+// own family: the leaves' (diag_kdn_leaf_missing_u, iso_kdn_leaf_wrong_trace: leaves), the
+// scans' (scan), the Möbius compose's (algebra), and the chunked memory's
+// (wy_chunk_carry_skips_last: fixed_gain).
 #pragma once
 
 #include <cstddef>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "kalman_oracle/algebra/leaves.hpp"
 #include "kalman_oracle/algebra/mobius.hpp"
 #include "kalman_oracle/detail/parallel_for.hpp"
-#include "kalman_oracle/io/tensor.hpp"
-#include "kalman_oracle/io/validate.hpp"
-#include "kalman_oracle/models/delta_rule.hpp"
 #include "kalman_oracle/models/diagonal.hpp"
 #include "kalman_oracle/models/fixed_gain.hpp"
+#include "kalman_oracle/models/fixed_gain_chunked.hpp"
+#include "kalman_oracle/models/gates.hpp"
 #include "kalman_oracle/models/isotropic.hpp"
+#include "kalman_oracle/models/kdn_common.hpp"
 #include "kalman_oracle/models/options.hpp"
 #include "kalman_oracle/scan/schedules.hpp"
+#include "kalman_oracle/tensor/input_error.hpp"
+#include "kalman_oracle/tensor/tensor.hpp"
 
 namespace kalman_oracle {
 
-/// How the covariance scan is run. Any choice gives the sequential result over exact arithmetic.
+/// How the parallel forms run. Any choice gives the sequential result over exact arithmetic.
 struct kdn_scan_options {
-  scan_schedule schedule = scan_schedule::chunked;
-  std::size_t chunk_size = default_scan_chunk_size;
-  rescale_mode rescale = rescale_mode::power_of_two;  // exact in binary formats, what a kernel does
+  scan_schedule schedule = scan_schedule::chunked;    ///< the covariance scan's schedule
+  std::size_t chunk_size = default_scan_chunk_size;   ///< the covariance scan's chunk (chunked schedule)
+  rescale_mode rescale = rescale_mode::power_of_two;  ///< exact in binary formats, what a kernel does
+  /// Tokens per chunk of the memory's chunked WY form (models/fixed_gain_chunked.hpp), >= 1.
+  std::size_t memory_chunk_size = default_wy_chunk_size;
 };
 
 // ---- The fixed-gain memory (§7 two-key delta rule) -------------------------------------------------
@@ -50,12 +64,12 @@ struct kdn_scan_options {
 /// Inputs of the memory path with the gains given: S_t = (I − κ_t k_tᵀ) diag(α_t) S_{t−1} + κ_t v_tᵀ.
 template <class T>
 struct kdn_memory_inputs {
-  tensor<T> q;     ///< [B, T, H, K]
-  tensor<T> k;     ///< [B, T, H, K] (the erase direction)
-  tensor<T> v;     ///< [B, T, H, V]
-  tensor<T> g;     ///< decays, broadcast to [B, T, H, K] (as in diagonal_kdn_inputs)
+  tensor<T> q;  ///< [B, T, H, K]
+  tensor<T> k;  ///< [B, T, H, K] (the erase direction)
+  tensor<T> v;  ///< [B, T, H, V]
+  tensor<T> g;  ///< decays, broadcast to [B, T, H, K] (as in diagonal_kdn_inputs)
   gate_space gates = gate_space::log;
-  tensor<T> gain;  ///< κ_t (the write direction), broadcast to [B, T, H, K], any finite values
+  tensor<T> gain;                          ///< κ_t (the write direction), broadcast to [B, T, H, K], any finite values
   std::optional<tensor<T>> initial_state;  ///< S_0, broadcast to [B, H, K, V]; default 0
   std::optional<T> scale;                  ///< τ > 0; default 1/√K
 };
@@ -68,43 +82,10 @@ struct kdn_memory_outputs {
 
 namespace detail {
 
-/// One head's memory over all tokens. `alpha` and `gain` hold this head's α_{t,i}, κ_{t,i} at
-/// [t * K + i]; `state` holds S_0 on entry and S_T on exit; o_t is written to o(b, t, h, ·).
+/// The KDN memory as the fixed-gain family's given-gain rule (KDA's decay, erase key k, write key
+/// κ): one implementation of §7's two-key rule serves both families.
 template <class T>
-void kdn_memory_head(const tensor<T>& q, const tensor<T>& k, const tensor<T>& v, std::size_t b, std::size_t h,
-                     std::span<const T> alpha, std::span<const T> gain, const T& tau, std::vector<T>& state,
-                     tensor<T>& o) {
-  const std::size_t tokens = q.dim(1), K = q.dim(3), V = v.dim(3);
-  std::vector<T> key(K), query(K), value(V), read(V);
-  for (std::size_t t = 0; t < tokens; ++t) {
-    for (std::size_t i = 0; i < K; ++i) {
-      key[i] = k(b, t, h, i);
-      query[i] = q(b, t, h, i);
-    }
-    for (std::size_t j = 0; j < V; ++j) value[j] = v(b, t, h, j);
-    decay_rows<T>(state, V, alpha.subspan(t * K, K));            // diag(α_t) S_{t−1}
-    delta_write<T>(state, key, gain.subspan(t * K, K), value);  // + κ_t (v_t − Ŝ_tᵀ k_t)ᵀ
-    read_state<T>(state, query, tau, read);                      // o_t = S_tᵀ (τ q_t)
-    for (std::size_t j = 0; j < V; ++j) o(b, t, h, j) = read[j];
-  }
-}
-
-/// S_0 of head (b, h) into a K x V row-major vector.
-template <class T>
-std::vector<T> kdn_initial_state(const broadcast_view<T>& s0, std::size_t b, std::size_t h, std::size_t K,
-                                 std::size_t V) {
-  std::vector<T> state(K * V);
-  for (std::size_t i = 0; i < K; ++i)
-    for (std::size_t j = 0; j < V; ++j) state[i * V + j] = s0(b, h, i, j);
-  return state;
-}
-
-}  // namespace detail
-
-/// The memory path alone, gains given (§7's two-key rule; with κ_t = β_t k_t it is KDA). It is the
-/// fixed-gain family's given-gain rule, so it delegates to fixed_gain_forward (one implementation).
-template <class T>
-kdn_memory_outputs<T> kdn_memory_forward(const kdn_memory_inputs<T>& inputs, const run_options& options = {}) {
+fixed_gain_inputs<T> kdn_memory_rule(const kdn_memory_inputs<T>& inputs) {
   fixed_gain_inputs<T> rule;
   rule.rule = fixed_gain_rule::kda;
   rule.q = inputs.q;
@@ -115,22 +96,52 @@ kdn_memory_outputs<T> kdn_memory_forward(const kdn_memory_inputs<T>& inputs, con
   rule.gain = inputs.gain;
   rule.initial_state = inputs.initial_state;
   rule.scale = inputs.scale;
-  fixed_gain_outputs<T> out = fixed_gain_forward(rule, run_options{options.threads, false});
+  return rule;
+}
+
+/// Phase 3 of a parallel form: the memory of every head with the gains of phase 2, in the chunked
+/// WY form; writes o and S_T into `out`.
+template <class T, class Inputs, class Outputs>
+void kdn_parallel_memory(const Inputs& inputs, tensor<T> gain, const T& tau, const kdn_scan_options& scan,
+                         const run_options& options, Outputs& out) {
+  const fixed_gain_inputs<T> rule = kdn_memory_rule<T>(
+      {inputs.q, inputs.k, inputs.v, inputs.g, inputs.gates, std::move(gain), inputs.initial_state, tau});
+  fixed_gain_outputs<T> memory =
+      fixed_gain_chunked_forward(rule, scan.memory_chunk_size, run_options{options.threads, false});
+  out.o = std::move(memory.o);
+  out.final_state = std::move(memory.final_state);
+}
+
+/// memory_chunk_size >= 1, checked with the inputs, before any arithmetic.
+inline void require_memory_chunk(const kdn_scan_options& scan) {
+  if (scan.memory_chunk_size == 0)
+    throw input_error("memory_chunk_size: 0; rule: a chunk of the memory needs at least one token");
+}
+
+}  // namespace detail
+
+/// The memory path alone, gains given (§7's two-key rule; with κ_t = β_t k_t it is KDA), token by
+/// token: the fixed-gain family's given-gain rule (fixed_gain_forward).
+template <class T>
+kdn_memory_outputs<T> kdn_memory_forward(const kdn_memory_inputs<T>& inputs, const run_options& options = {}) {
+  fixed_gain_outputs<T> out = fixed_gain_forward(detail::kdn_memory_rule(inputs), run_options{options.threads, false});
   return {std::move(out.o), std::move(out.final_state)};
 }
 
 // ---- Diagonal KDN (§4) ---------------------------------------------------------------------------
 
-/// The diagonal KDN by covariance scan + per-token gains + fixed-gain memory. Same inputs, outputs
-/// and input checks as diagonal_kdn_forward.
+/// The diagonal KDN by covariance scan + per-token gains + chunked fixed-gain memory. Same inputs,
+/// outputs and input checks as diagonal_kdn_forward.
 template <class T>
 diagonal_kdn_outputs<T> diagonal_kdn_parallel(const diagonal_kdn_inputs<T>& inputs, const kdn_scan_options& scan = {},
                                               const run_options& options = {}) {
   const detail::diagonal_kdn_problem<T> pb(inputs);
+  detail::require_memory_chunk(scan);
   const detail::kdn_dims& d = pb.dims;
-  const std::size_t N = d.tokens, K = d.key_dim, V = d.value_dim;
+  const std::size_t N = d.tokens, K = d.key_dim;
   diagonal_kdn_outputs<T> out = detail::diagonal_kdn_allocate<T>(d, options.internals);
   const mobius_monoid<T> monoid{scan.rescale};
+  tensor<T> gains("gain", {d.batch, N, d.heads, K});
 
   detail::parallel_for(d.batch * d.heads, options.threads, [&](std::size_t bh) {
     const std::size_t b = bh / d.heads, h = bh % d.heads;
@@ -145,19 +156,19 @@ diagonal_kdn_outputs<T> diagonal_kdn_parallel(const diagonal_kdn_inputs<T>& inpu
     std::vector<mobius<T>> leaves(N);
     for (std::size_t i = 0; i < K; ++i) {
       for (std::size_t t = 0; t < N; ++t)
-        leaves[t] = diag_kdn_covariance_leaf(alpha[t * K + i], pb.omega(b, t, h, i), inputs.k(b, t, h, i),
-                                             pb.r(b, t, h), mu);
+        leaves[t] =
+            diag_kdn_covariance_leaf(alpha[t * K + i], pb.omega(b, t, h, i), inputs.k(b, t, h, i), pb.r(b, t, h), mu);
       const std::vector<mobius<T>> prefixes =
           inclusive_scan(scan.schedule, monoid, std::span<const mobius<T>>(leaves), scan.chunk_size);
-      const T prior = pb.p0(b, h, i);
+      const T prior = pb.prior(b, h, i);
       for (std::size_t t = 0; t < N; ++t) covariance[t * K + i] = mobius_apply(prefixes[t], prior);
     }
 
     // Phase 2: every token at once, p̂_t from p_{t−1}, then the exact gain for diag(p̂_t).
-    std::vector<T> predicted(N * K), gain(N * K);
+    std::vector<T> predicted(N * K);
     for (std::size_t t = 0; t < N; ++t) {
       for (std::size_t i = 0; i < K; ++i) {
-        const T previous = t == 0 ? pb.p0(b, h, i) : covariance[(t - 1) * K + i];
+        const T previous = t == 0 ? pb.prior(b, h, i) : covariance[(t - 1) * K + i];
         predicted[t * K + i] = alpha[t * K + i] * alpha[t * K + i] * previous + pb.omega(b, t, h, i);
       }
       T denominator = pb.r(b, t, h);
@@ -165,13 +176,10 @@ diagonal_kdn_outputs<T> diagonal_kdn_parallel(const diagonal_kdn_inputs<T>& inpu
         const T key = inputs.k(b, t, h, i);
         denominator += predicted[t * K + i] * key * key;
       }
-      for (std::size_t i = 0; i < K; ++i) gain[t * K + i] = predicted[t * K + i] * inputs.k(b, t, h, i) / denominator;
+      for (std::size_t i = 0; i < K; ++i) gains(b, t, h, i) = predicted[t * K + i] * inputs.k(b, t, h, i) / denominator;
     }
 
-    // Phase 3: the fixed-gain memory.
-    std::vector<T> state = detail::kdn_initial_state(pb.s0, b, h, K, V);
-    detail::kdn_memory_head<T>(inputs.q, inputs.k, inputs.v, b, h, alpha, gain, pb.tau, state, out.o);
-
+    // The covariance's outputs: readout variance τ² q_tᵀ diag(p_t) q_t, p_T, and the internals.
     for (std::size_t t = 0; t < N; ++t) {
       T variance(0);
       for (std::size_t i = 0; i < K; ++i) {
@@ -182,29 +190,31 @@ diagonal_kdn_outputs<T> diagonal_kdn_parallel(const diagonal_kdn_inputs<T>& inpu
       if (options.internals)
         for (std::size_t i = 0; i < K; ++i) {
           (*out.predicted_covariance)(b, t, h, i) = predicted[t * K + i];
-          (*out.gain)(b, t, h, i) = gain[t * K + i];
+          (*out.gain)(b, t, h, i) = gains(b, t, h, i);
         }
     }
-    for (std::size_t i = 0; i < K; ++i) {
-      out.final_covariance(b, h, i) = covariance[(N - 1) * K + i];
-      for (std::size_t j = 0; j < V; ++j) out.final_state(b, h, i, j) = state[i * V + j];
-    }
+    for (std::size_t i = 0; i < K; ++i) out.final_covariance(b, h, i) = covariance[(N - 1) * K + i];
   });
+
+  // Phase 3: the chunked fixed-gain memory with those gains.
+  detail::kdn_parallel_memory(inputs, std::move(gains), pb.tau, scan, options, out);
   return out;
 }
 
 // ---- Isotropic KDN (§5) --------------------------------------------------------------------------
 
-/// The isotropic KDN by covariance scan + per-token gains + fixed-gain memory (KDA with β_t). Same
-/// inputs, outputs and input checks as isotropic_kdn_forward.
+/// The isotropic KDN by covariance scan + per-token gains + chunked fixed-gain memory (KDA with
+/// β_t). Same inputs, outputs and input checks as isotropic_kdn_forward.
 template <class T>
 isotropic_kdn_outputs<T> isotropic_kdn_parallel(const isotropic_kdn_inputs<T>& inputs,
                                                 const kdn_scan_options& scan = {}, const run_options& options = {}) {
   const detail::isotropic_kdn_problem<T> pb(inputs);
+  detail::require_memory_chunk(scan);
   const detail::kdn_dims& d = pb.dims;
-  const std::size_t N = d.tokens, K = d.key_dim, V = d.value_dim;
+  const std::size_t N = d.tokens, K = d.key_dim;
   isotropic_kdn_outputs<T> out = detail::isotropic_kdn_allocate<T>(d, options.internals);
   const mobius_monoid<T> monoid{scan.rescale};
+  tensor<T> gains("gain", {d.batch, N, d.heads, K});
 
   detail::parallel_for(d.batch * d.heads, options.threads, [&](std::size_t bh) {
     const std::size_t b = bh / d.heads, h = bh % d.heads;
@@ -224,25 +234,22 @@ isotropic_kdn_outputs<T> isotropic_kdn_parallel(const isotropic_kdn_inputs<T>& i
       leaves[t] = iso_kdn_covariance_leaf(alpha_at(t), pb.omega(b, t, h), key_at(t), pb.r(b, t, h), mu);
     const std::vector<mobius<T>> prefixes =
         inclusive_scan(scan.schedule, monoid, std::span<const mobius<T>>(leaves), scan.chunk_size);
-    const T prior = pb.b0(b, h);
+    const T prior = pb.prior(b, h);
     std::vector<T> covariance(N);
     for (std::size_t t = 0; t < N; ++t) covariance[t] = mobius_apply(prefixes[t], prior);
 
     // Phase 2: every token at once, b̂_t = a_t b_{t−1} + ω_t, β_t = b̂_t / (r_t + b̂_t ‖k_t‖²), κ_t = β_t k_t.
-    std::vector<T> predicted(N), beta(N), gain(N * K);
+    std::vector<T> predicted(N), beta(N);
     for (std::size_t t = 0; t < N; ++t) {
       const T previous = t == 0 ? prior : covariance[t - 1];
       predicted[t] = iso_kdn_decay(alpha_at(t)) * previous + pb.omega(b, t, h);
       T key2(0);
       for (std::size_t i = 0; i < K; ++i) key2 += key[t * K + i] * key[t * K + i];
       beta[t] = predicted[t] / (pb.r(b, t, h) + predicted[t] * key2);
-      for (std::size_t i = 0; i < K; ++i) gain[t * K + i] = beta[t] * key[t * K + i];
+      for (std::size_t i = 0; i < K; ++i) gains(b, t, h, i) = beta[t] * key[t * K + i];
     }
 
-    // Phase 3: the fixed-gain memory.
-    std::vector<T> state = detail::kdn_initial_state(pb.s0, b, h, K, V);
-    detail::kdn_memory_head<T>(inputs.q, inputs.k, inputs.v, b, h, alpha, gain, pb.tau, state, out.o);
-
+    // The covariance's outputs: readout variance τ² b_t ‖q_t‖², b_T, and the internals.
     for (std::size_t t = 0; t < N; ++t) {
       T scaled_query2(0);
       for (std::size_t i = 0; i < K; ++i) {
@@ -256,9 +263,10 @@ isotropic_kdn_outputs<T> isotropic_kdn_parallel(const isotropic_kdn_inputs<T>& i
       }
     }
     out.final_covariance(b, h) = covariance[N - 1];
-    for (std::size_t i = 0; i < K; ++i)
-      for (std::size_t j = 0; j < V; ++j) out.final_state(b, h, i, j) = state[i * V + j];
   });
+
+  // Phase 3: the chunked fixed-gain memory with κ_t = β_t k_t.
+  detail::kdn_parallel_memory(inputs, std::move(gains), pb.tau, scan, options, out);
   return out;
 }
 

@@ -31,9 +31,10 @@
 #include "kalman_oracle/algebra/ou_discretisation.hpp"
 #include "kalman_oracle/detail/mutant.hpp"
 #include "kalman_oracle/detail/parallel_for.hpp"
-#include "kalman_oracle/io/tensor.hpp"
-#include "kalman_oracle/io/validate.hpp"
 #include "kalman_oracle/models/options.hpp"
+#include "kalman_oracle/tensor/broadcast_view.hpp"
+#include "kalman_oracle/tensor/tensor.hpp"
+#include "kalman_oracle/tensor/validate.hpp"
 
 namespace kalman_oracle {
 

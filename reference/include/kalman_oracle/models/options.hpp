@@ -1,11 +1,7 @@
-// Options shared by every reference model.
+// Options shared by every reference model's run (how gates are given is models/gates.hpp).
 #pragma once
 
 namespace kalman_oracle {
-
-/// How diagonal decays are given: fla's log-space gates g <= 0 (decay alpha = e^g), or alpha in
-/// (0, 1] itself (linear: what exact rational tests use, since e^g is irrational).
-enum class gate_space { log, linear };
 
 struct run_options {
   /// Threads over the independent (batch, head) problems (KLA: batch rows). Results are

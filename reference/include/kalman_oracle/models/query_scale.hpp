@@ -10,8 +10,8 @@
 #include <string>
 #include <type_traits>
 
-#include "kalman_oracle/io/tensor.hpp"
 #include "kalman_oracle/scalar/traits.hpp"
+#include "kalman_oracle/tensor/input_error.hpp"
 
 namespace kalman_oracle {
 

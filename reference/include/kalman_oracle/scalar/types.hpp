@@ -1,4 +1,4 @@
-// The scalar types the reference runs over (ARCHITECTURE.md "scalar/"). Expression templates are
+// The scalar types the reference runs over (docs/math.md, "Scalar layer"). Expression templates are
 // off so that `auto x = a * b;` holds a value in generic code, never a lazy expression.
 #pragma once
 

@@ -24,54 +24,28 @@
 #include <span>
 #include <vector>
 
-#include "kalman_oracle/algebra/mobius.hpp"
 #include "kalman_oracle/detail/mutant.hpp"
-#include "kalman_oracle/scalar/traits.hpp"
 #include "kalman_oracle/scan/derive.hpp"
 #include "kalman_oracle/scan/monoid.hpp"
 
 namespace kalman_oracle {
 
-namespace detail {
-
-/// The planted bug brent_kung_lossy_compose nudges a compose's result by a relative 2^-200: for
-/// Möbius maps, entry a is multiplied by 1 + 2^-200 (a no-op in formats with fewer than 201 bits,
-/// e.g. binary64, where 1 + 2^-200 rounds to 1; a change of the map over rationals and MPFR-256).
-/// Every other value type passes unchanged. Only the meta-test build evaluates it.
-template <class V>
-V mutant_nudge(const V& value) {
-  return value;
-}
-
-template <class T>
-mobius<T> mutant_nudge(const mobius<T>& m) {
-  mobius<T> nudged = m;
-  nudged.a = m.a * (T(1) + scalar_traits<T>::ldexp(T(1), -200));
-  return nudged;
-}
-
-}  // namespace detail
-
 template <scan_monoid M>
 std::vector<typename M::value_type> brent_kung_inclusive_scan(const M& monoid,
                                                               std::span<const typename M::value_type> xs) {
   using V = typename M::value_type;
-  const auto combine = [&monoid](const V& later, const V& earlier) -> V {
-    return KALMAN_ORACLE_MUTANT(brent_kung_lossy_compose, monoid.compose(later, earlier),
-                                detail::mutant_nudge(monoid.compose(later, earlier)));
-  };
   const std::size_t n = xs.size();
   std::vector<V> a(xs.begin(), xs.end());
 
   std::size_t top = 0;  // the last up-sweep level
   for (std::size_t s = 1; 2 * s <= n; s *= 2) {
-    for (std::size_t i = 2 * s - 1; i < n; i += 2 * s) a[i] = combine(a[i], a[i - s]);
+    for (std::size_t i = 2 * s - 1; i < n; i += 2 * s) a[i] = monoid.compose(a[i], a[i - s]);
     top = s;
   }
 
   const std::size_t lowest = KALMAN_ORACLE_MUTANT(brent_kung_downsweep_skips_level, std::size_t{1}, std::size_t{2});
   for (std::size_t s = top; s >= lowest; s /= 2) {
-    for (std::size_t i = 3 * s - 1; i < n; i += 2 * s) a[i] = combine(a[i], a[i - s]);
+    for (std::size_t i = 3 * s - 1; i < n; i += 2 * s) a[i] = monoid.compose(a[i], a[i - s]);
   }
   return a;
 }

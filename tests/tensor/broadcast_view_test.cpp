@@ -1,22 +1,14 @@
-// Tensors and numpy-style broadcasting.
+// tensor/broadcast_view.hpp: numpy-style broadcasting of a tensor to a larger shape.
 #include <doctest/doctest.h>
 
-#include "kalman_oracle/io/tensor.hpp"
+#include <vector>
+
+#include "kalman_oracle/tensor/broadcast_view.hpp"
+#include "kalman_oracle/tensor/tensor.hpp"
 
 using namespace kalman_oracle;
 
-TEST_CASE("tensor: row-major indexing and flat-offset inversion") {
-  tensor<int> x("x", {2, 3, 4});
-  for (std::size_t i = 0; i < x.size(); ++i) x.data()[i] = static_cast<int>(i);
-  CHECK(x(1, 2, 3) == 23);  // 1*12 + 2*4 + 3
-  CHECK(x(0, 1, 0) == 4);
-  CHECK(x.index_of(23) == shape_t{1, 2, 3});
-  CHECK(to_string(x.shape()) == "[2, 3, 4]");
-  CHECK_THROWS_WITH_AS(tensor<int>("y", {2, 2}, std::vector<int>{1, 2, 3}),
-                       "y: shape [2, 2] holds 4 elements, got 3", input_error);
-}
-
-TEST_CASE("tensor: broadcasting pads on the left and stretches size-1 axes") {
+TEST_CASE("broadcast_view: pads on the left and stretches size-1 axes") {
   tensor<int> decay("a_bar", {2, 3}, std::vector<int>{1, 2, 3, 4, 5, 6});  // static [M, S]
   const broadcast_view<int> view(decay, {4, 5, 2, 3});                     // [B, T, M, S]
   CHECK(view(0, 0, 1, 2) == 6);

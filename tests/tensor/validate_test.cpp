@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "kalman_oracle/io/validate.hpp"
+#include "kalman_oracle/tensor/validate.hpp"
 
 using namespace kalman_oracle;
 
