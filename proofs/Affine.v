@@ -1,4 +1,4 @@
-(** * Affine maps x ↦ α x + ρ: MATH.md §8 fact 5 (the KLA information mean, §6);
+(** * Affine maps x ↦ α x + ρ: docs/math.md §8 fact 5 (the KLA information mean, §6);
     reference/include/kalman_oracle/algebra/affine.hpp.
 
     [compose later earlier] = (α₂α₁, α₂ρ₁ + ρ₂), as [affine_compose]. *)

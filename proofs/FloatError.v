@@ -1,4 +1,4 @@
-(** * Rounding error of Möbius products: MATH.md §8 fact 4 (the crude bound);
+(** * Rounding error of Möbius products: docs/math.md §8 fact 4 (the crude bound);
     docs/math.md "Error bounds of the scans".
 
     Part 1 is an abstract model: [fl] is any function on the reals, and [fl_ok fl x] says that

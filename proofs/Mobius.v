@@ -1,4 +1,4 @@
-(** * Möbius maps: MATH.md §8 facts 1 and 3; docs/math.md "Möbius maps".
+(** * Möbius maps: docs/math.md §8 facts 1 and 3; docs/math.md "Möbius maps".
 
     [Mobius a b c d] is the 2×2 matrix [[a, b], [c, d]], acting on x by
     x ↦ (a x + b) / (c x + d).  [compose later earlier] is the matrix product
@@ -182,7 +182,7 @@ Qed.
 (** *** Maps of the positive reals to themselves.
 
     [posmap m]: every entry is ≥ 0, the numerator does not vanish on x > 0 (a > 0 or b > 0),
-    nor does the denominator (c > 0 or d > 0).  Every leaf of MATH.md §8 is one (a > 0 and
+    nor does the denominator (c > 0 or d > 0).  Every leaf of docs/math.md §8 is one (a > 0 and
     d > 0 there; see Models.v). *)
 Definition nonneg (m : mob) : Prop :=
   0 <= ma m /\ 0 <= mb m /\ 0 <= mc m /\ 0 <= md m.

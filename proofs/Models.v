@@ -1,4 +1,4 @@
-(** * The models' steps and their leaves: MATH.md §2–§8 (table of §8);
+(** * The models' steps and their leaves: docs/math.md §2–§8 (table of §8);
     reference/include/kalman_oracle/algebra/leaves.hpp and models/{kla,diagonal,isotropic,
     fixed_gain,delta_rule}.hpp.
 

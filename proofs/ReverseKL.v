@@ -1,4 +1,4 @@
-(** * The reverse-KL (mean-field) projection onto diagonal Gaussians: MATH.md §1 and §4;
+(** * The reverse-KL (mean-field) projection onto diagonal Gaussians: docs/math.md §1 and §4;
     reference/include/kalman_oracle/models/diagonal.hpp.
 
     Over all diagonal Gaussians q = N(m, diag(s)) (s > 0) the reverse KL divergence

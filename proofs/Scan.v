@@ -1,4 +1,4 @@
-(** * Scans over any monoid: MATH.md §8 fact 2; reference/include/kalman_oracle/scan/*.hpp.
+(** * Scans over any monoid: docs/math.md §8 fact 2; reference/include/kalman_oracle/scan/*.hpp.
 
     The operation is [op later earlier] (later on the left, as [monoid.compose]); the
     inclusive scan of x₀ … x_{n−1} is [x₀, x₁∘x₀, …, x_{n−1}∘…∘x₀] and the exclusive one

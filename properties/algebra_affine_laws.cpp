@@ -1,4 +1,4 @@
-// Laws of affine composition, exactly over rationals (MATH.md §8 fact 5). Affine maps have no
+// Laws of affine composition, exactly over rationals (docs/math.md §8 fact 5). Affine maps have no
 // rescaling law: c (alpha, rho) is a different map.
 #include "generators.hpp"
 #include "rapidcheck_doctest.hpp"

@@ -1,4 +1,4 @@
-// Laws of Möbius composition, exactly over rationals (MATH.md §8 facts 1 and 3).
+// Laws of Möbius composition, exactly over rationals (docs/math.md §8 facts 1 and 3).
 #include "generators.hpp"
 #include "rapidcheck_doctest.hpp"
 

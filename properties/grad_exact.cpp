@@ -1,4 +1,4 @@
-// The exact gradient laws (docs/gradients.md; MATH.md §9), law family "grad", each stated once for
+// The exact gradient laws (docs/gradients.md; docs/math.md §9), law family "grad", each stated once for
 // every gradient problem it applies to (properties/support/grad_problems/all.hpp), over rationals:
 //
 //   grad_<problem>_adjoint_equals_tape_exact          adjoint == reverse-mode tape of the sequential form

@@ -1,4 +1,4 @@
-// The gradient bounds in MPFR (docs/gradients.md "Bounds"; MATH.md §9), law family "grad", each
+// The gradient bounds in MPFR (docs/gradients.md "Bounds"; docs/math.md §9), law family "grad", each
 // stated once for every gradient problem it applies to (properties/support/grad_problems/all.hpp),
 // on cases drawn over doubles and lifted exactly:
 //

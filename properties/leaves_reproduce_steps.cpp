@@ -1,4 +1,4 @@
-// Each leaf of MATH.md §8 reproduces one step of its model's scalar recursion (§4–§6), exactly
+// Each leaf of docs/math.md §8 reproduces one step of its model's scalar recursion (§4–§6), exactly
 // over rationals; iterated leaves reproduce iterated steps (x_t = Pi_t . x_0).
 #include <vector>
 

@@ -26,7 +26,7 @@ set(KALMAN_ORACLE_META_TESTS
   kla_recovery_inverts_wrong_leaf:kla
   kla_yvar_missing_square:kla
   kla_precision_decay_not_squared:kla
-  # fixed_gain: sequential and chunked WY forms of MATH.md §7 (models/fixed_gain*.hpp)
+  # fixed_gain: sequential and chunked WY forms of docs/math.md §7 (models/fixed_gain*.hpp)
   fixed_gain_decay_after_delta:fixed_gain
   fixed_gain_read_before_write:fixed_gain
   fixed_gain_transposed_state:fixed_gain

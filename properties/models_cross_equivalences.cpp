@@ -1,4 +1,4 @@
-// Equalities between the models (MATH.md §1, §4, §5, §7), exactly over rationals:
+// Equalities between the models (docs/math.md §1, §4, §5, §7), exactly over rationals:
 //   - isotropic KDN = KDA fed the isotropic model's beta_t;
 //   - diagonal KDN = the given-gain (two-key) rule fed its kappa_t; and the KDN memory path with
 //     kappa = beta k = KDA;

@@ -1,9 +1,9 @@
-// Exact laws of the dense Kalman memory (MATH.md §2, §3), over GMP rationals (compared with ==):
+// Exact laws of the dense Kalman memory (docs/math.md §2, §3), over GMP rationals (compared with ==):
 //   - the moment form (§2) and the information form (§3) give the same posterior and outputs;
 //   - with D = I and Ω = 0 the filter is recursive least squares: S_T equals the ridge solution
 //     (P_0⁻¹ + Σ k kᵀ/r)⁻¹ (P_0⁻¹ S_0 + Σ k vᵀ/r), one linear solve (and P_T the inverse matrix);
 //   - one-hot keys with diagonal D, Ω and P_0 keep P diagonal, each channel following the scalar
-//     recursion diag_kdn_covariance_step with μ = 1 (MATH.md §4 with the exact projection);
+//     recursion diag_kdn_covariance_step with μ = 1 (docs/math.md §4 with the exact projection);
 //   - every posterior covariance is exactly symmetric and positive definite (all leading principal
 //     minors > 0), in both forms.
 // Sizes are small (K <= 3, V <= 2, T <= 8) because exact rationals grow with every token.

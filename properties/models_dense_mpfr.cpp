@@ -1,4 +1,4 @@
-// Precision laws of the dense Kalman memory (MATH.md §2, §3) in MPFR at 256 bits (257 granted):
+// Precision laws of the dense Kalman memory (docs/math.md §2, §3) in MPFR at 256 bits (257 granted):
 //   - the moment form and the information form both stay within a derived bound of the exact
 //     filter, K = 4..8, T up to 64 (hence within twice that bound of each other);
 //   - with D = I and Ω = 0 the moment form stays within the same bound of the ridge solution;

@@ -1,4 +1,4 @@
-// The fixed-gain family (MATH.md §7), exactly over rationals:
+// The fixed-gain family (docs/math.md §7), exactly over rationals:
 //   * the chunked WY form equals the sequential form, for every rule and chunk sizes 1, 2, 3, 16 and
 //     larger than T (outputs, final state and the recorded gains, ==);
 //   * the sequential form equals an independent restatement of fla's recurrent loop written below,

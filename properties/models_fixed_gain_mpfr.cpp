@@ -1,4 +1,4 @@
-// The fixed-gain family (MATH.md §7) in MPFR:
+// The fixed-gain family (docs/math.md §7) in MPFR:
 //   * the sequential and the chunked WY forms at 256 bits (granted: 257) stay within a derived
 //     bound of the exact result, for T up to 4096, log gates, every rule; the exact result is
 //     stood in for by the sequential form at 2p + 64 bits (its own error is below the bound by a

@@ -1,4 +1,4 @@
-// Exact laws of the diagonal and isotropic KDN (MATH.md §4, §5, §7, §8), over rationals:
+// Exact laws of the diagonal and isotropic KDN (docs/math.md §4, §5, §7, §8), over rationals:
 //   - the parallel form (covariance scan + per-token gains + chunked fixed-gain memory) equals the
 //     sequential reference exactly, for every schedule, chunk size (1, 2, 3, 16, 64, > T) and
 //     rescale mode of the scan and every chunk size of the memory's WY form;
@@ -177,7 +177,7 @@ void assert_same(const isotropic_kdn_outputs<R>& a, const isotropic_kdn_outputs<
   }
 }
 
-// ---- A dense one-step Kalman update (MATH.md §2), for Prop. 2 --------------------------------------
+// ---- A dense one-step Kalman update (docs/math.md §2), for Prop. 2 --------------------------------------
 
 using matrix = std::vector<std::vector<R>>;
 

@@ -1,4 +1,4 @@
-// Properties of Kalman Linear Attention (MATH.md §6, §8), law family "kla":
+// Properties of Kalman Linear Attention (docs/math.md §6, §8), law family "kla":
 //
 //   exact (rationals, short sequences):
 //     kla_parallel_equals_sequential_exact   the scan form (every schedule, rescale mode, both
@@ -190,7 +190,7 @@ kla_sizes gen_short_sizes() {
 // (ρ̃_j: 2 roundings; then 2(t − j) + 1 in the recursion, 2(t − 1) + 1 in the scan and its action).
 // With e^F − 1 <= F e^F:
 //     |η̃_t − η_t| <= B_η(t) = e^{F_max(t)} (W_t + (2t + 1) ℓ η^abs_t),   F_max(t) = Σ_{i<=t} E_α(i) + (2t + 1) ℓ,
-//     η^abs_t = α_t η^abs_{t-1} + |ρ_t|,  η^abs_0 = |η_0|  (MATH.md §10's error scale),
+//     η^abs_t = α_t η^abs_{t-1} + |ρ_t|,  η^abs_0 = |η_0|  (docs/math.md §10's error scale),
 //     W_t = α_t (W_{t-1} + E_α(t) η^abs_{t-1}),  W_0 = 0.
 // Readout (G = E_λ(t) + 2ℓ; recursive summation of S terms, γ_k = k u / (1 − k u)):
 //     |log(ỹ_var / y_var)| <= E_λ(t) + (S + 1) ℓ
@@ -463,7 +463,7 @@ bool identical_outputs(const kla_outputs<mpfr_real>& a, const kla_outputs<mpfr_r
 
 TEST_SUITE("kla") {
   TEST_CASE("kla: the scan form equals the sequential reference exactly (rationals)") {
-    // MATH.md §8 facts 2, 3, 5: any schedule, any rescaling, either recovery of lambda_{t-1}.
+    // docs/math.md §8 facts 2, 3, 5: any schedule, any rescaling, either recovery of lambda_{t-1}.
     check_property("kla_parallel_equals_sequential_exact", [] {
       const kla_sizes n = gen_short_sizes();
       const kla_inputs<rational> in = gen_kla_inputs(n, rational_gens());
@@ -484,7 +484,7 @@ TEST_SUITE("kla") {
 
   TEST_CASE("kla: lambda_t is the information-filter update of the scalar model (rationals)") {
     // Predict in covariance form, P̂ = ā² / lambda_{t-1} + p̄, then add the information of the
-    // observation: lambda_t = 1 / P̂ + Lambda k². MATH.md's lambda_{t-1} / (ā² + p̄ lambda_{t-1})
+    // observation: lambda_t = 1 / P̂ + Lambda k². docs/math.md's lambda_{t-1} / (ā² + p̄ lambda_{t-1})
     // is the same number written without the intermediate covariance.
     check_property("kla_information_form_update_exact", [] {
       const kla_sizes n = gen_short_sizes();

@@ -1,4 +1,4 @@
-// The OU discretisation of MATH.md §6 in MPFR: two steps of Delta/2 equal one of Delta, and the
+// The OU discretisation of docs/math.md §6 in MPFR: two steps of Delta/2 equal one of Delta, and the
 // step agrees with its first-order expansion for small a Delta.
 #include "generators.hpp"
 #include "kalman_oracle/algebra/ou_discretisation.hpp"

@@ -1,5 +1,5 @@
 // Every prefix-scan schedule equals the sequential fold, element for element, over exact
-// arithmetic (MATH.md §8 fact 2): over rational Möbius maps (no rescale and each rescale mode),
+// arithmetic (docs/math.md §8 fact 2): over rational Möbius maps (no rescale and each rescale mode),
 // over the free monoid of words, and over rational affine maps (fact 5). One property per
 // schedule and family, each covering the inclusive and the exclusive scan.
 #include <span>

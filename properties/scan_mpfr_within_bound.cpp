@@ -1,5 +1,5 @@
 // Every prefix-scan schedule stays within a proven rounding bound of the sequential fold, in
-// MPFR at 256 bits (MATH.md §8 facts 2 and 4). The bound, derived here and in docs/math.md
+// MPFR at 256 bits (docs/math.md §8 facts 2 and 4). The bound, derived here and in docs/math.md
 // ("Rounding in the scans"):
 //
 // Model. Leaves M_0 … M_{n-1} with entries >= 0 that are exact at precision p (converted from
@@ -69,7 +69,7 @@ rc::Gen<double> gen_exact_entry() {
                         rc::gen::map(kt::gen_hard_double(), [](double x) { return std::fabs(x); }));
 }
 
-/// Leaves with d > 0, like the model's leaves (MATH.md §8).
+/// Leaves with d > 0, like the model's leaves (docs/math.md §8).
 rc::Gen<leaf_doubles> gen_leaf() {
   return rc::gen::suchThat(rc::gen::container<leaf_doubles>(gen_exact_entry()),
                            [](const leaf_doubles& e) { return e[3] > 0; });

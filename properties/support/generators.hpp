@@ -69,7 +69,7 @@ inline rc::Gen<double> gen_hard_double() {
       }));
 }
 
-/// Non-negative Möbius maps over rationals (the leaves of MATH.md §8 are all entrywise >= 0).
+/// Non-negative Möbius maps over rationals (the leaves of docs/math.md §8 are all entrywise >= 0).
 inline rc::Gen<mobius<rational>> gen_mobius_nonneg(rc::Gen<rational> entry = gen_rational_nonneg()) {
   return rc::gen::map(rc::gen::tuple(entry, entry, entry, entry), [](auto e) {
     return mobius<rational>{std::get<0>(e), std::get<1>(e), std::get<2>(e), std::get<3>(e)};

@@ -15,7 +15,7 @@
 #include "grad_generators.hpp"
 #include "kalman_oracle/grad/common.hpp"
 #include "kalman_oracle/grad/truth.hpp"
-#include "kalman_oracle/io/tensor.hpp"
+#include "kalman_oracle/tensor/tensor.hpp"
 #include "kalman_oracle/scalar/traits.hpp"
 
 namespace kalman_oracle::testing {
@@ -26,7 +26,7 @@ namespace kalman_oracle::testing {
 enum class forward_form { sequential, parallel };
 
 /// A model (with its forward form), inputs over T, the cotangents that define L = Σ⟨output,
-/// cotangent⟩ (MATH.md §9), a direction u for the directional laws, and a label naming what was
+/// cotangent⟩ (docs/math.md §9), a direction u for the directional laws, and a label naming what was
 /// drawn (rule, variant, schedule) for failure reports.
 template <class Model, class T>
 struct gradient_case {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "kalman_oracle/io/tensor.hpp"
+#include "kalman_oracle/tensor/tensor.hpp"
 #include "kalman_oracle/scalar/traits.hpp"
 #include "kalman_oracle/scalar/types.hpp"
 

@@ -1,4 +1,4 @@
-// The law family "grad" (docs/gradients.md; MATH.md §9), generic over a gradient problem: what a
+// The law family "grad" (docs/gradients.md; docs/math.md §9), generic over a gradient problem: what a
 // model family's generator provides (properties/support/grad_problems/*.hpp), which problems a law
 // applies to, and the runner through which properties/grad_exact.cpp and grad_mpfr.cpp state each
 // law once. The runner names the property grad_<problem>_<law> (the name seeds it:
@@ -148,7 +148,7 @@ gradient_verdict parallel_adjoint_matches(const gradient_case<Model, B>& c, long
   const bool same_names = d.shapes_match && parallel.items().size() == sequential.items().size();
   gradient_verdict v;
   v.ok = same_names && d.max_abs_difference <= allowed;
-  v.log2_ratio = grad_detail::log2_ratio(d.max_abs_difference, allowed);
+  v.log2_ratio = detail::grad::log2_ratio(d.max_abs_difference, allowed);
   std::ostringstream os;
   os << "max |parallel adjoint - sequential adjoint| = " << to_double(d.max_abs_difference) << " (in " << d.worst
      << "), allowed " << to_double(allowed) << (same_names ? "" : ", names differ (first missing: " + d.missing + ")");

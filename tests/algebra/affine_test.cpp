@@ -1,4 +1,4 @@
-// Affine maps x -> alpha x + rho (MATH.md §8 fact 5), by hand.
+// Affine maps x -> alpha x + rho (docs/math.md §8 fact 5), by hand.
 #include <doctest/doctest.h>
 
 #include "kalman_oracle/algebra/affine.hpp"

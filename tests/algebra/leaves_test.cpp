@@ -1,4 +1,4 @@
-// The leaves of MATH.md §8 from model parameters, by hand.
+// The leaves of docs/math.md §8 from model parameters, by hand.
 #include <doctest/doctest.h>
 
 #include <vector>

@@ -1,4 +1,4 @@
-// Möbius maps on small matrices worked by hand (MATH.md §8).
+// Möbius maps on small matrices worked by hand (docs/math.md §8).
 #include <doctest/doctest.h>
 
 #include "kalman_oracle/algebra/mobius.hpp"

@@ -1,4 +1,4 @@
-// OU discretisation (MATH.md §6): closed form, the a = 0 limit, argument checks.
+// OU discretisation (docs/math.md §6): closed form, the a = 0 limit, argument checks.
 #include <doctest/doctest.h>
 
 #include <cmath>

@@ -1,6 +1,6 @@
 // check/budgets.hpp: the rounding-count polynomial, its text, and γ_n / u (docs/error-model.md,
-// "Budgets"). The table itself is data derived in docs/error-model.md; find_budget is only looked
-// up here. Every expected value is derived in the comment next to it.
+// "Budgets"). The budgets themselves are data on the model cards (fixtures/lib/cards/, tested in
+// tests/fixtures/lib/model_card_test.cpp). Every expected value is derived in the comment next to it.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -36,13 +36,4 @@ TEST_CASE("budgets: gamma_over_u is n / (1 − n u), infinite (vacuous) once n u
   // n = 1, u = 2^-53: 1 / (1 − 2^-53) = 1 + 2^-53 + 2^-106 + …, just above the midpoint 1 + 2^-53
   // of 1 and 1 + 2^-52; the correctly rounded division gives 1 + 2^-52.
   CHECK(gamma_over_u(1, std::ldexp(1.0, -53)) == std::nextafter(1.0, 2.0));
-}
-
-TEST_CASE("budgets: find_budget finds an entry by model and output, and nothing else") {
-  const auto entry = find_budget("kda", "o");
-  REQUIRE(entry.has_value());
-  CHECK(entry->model == "kda");
-  CHECK(entry->output == "o");
-  CHECK(!find_budget("kda", "no_such_output").has_value());
-  CHECK(!find_budget("no_such_model", "o").has_value());
 }

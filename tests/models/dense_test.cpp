@@ -1,4 +1,4 @@
-// The dense Kalman memory in moment form (models/dense.hpp, MATH.md §2): a hand-worked example,
+// The dense Kalman memory in moment form (models/dense.hpp, docs/math.md §2): a hand-worked example,
 // defaults, broadcasting, gates, and the exact messages for bad inputs.
 #include "kalman_oracle/models/dense.hpp"
 

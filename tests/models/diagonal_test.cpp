@@ -1,4 +1,4 @@
-// The diagonal KDN (MATH.md §4) by hand: a 2-token example with every intermediate, the parallel
+// The diagonal KDN (docs/math.md §4) by hand: a 2-token example with every intermediate, the parallel
 // form on the same example, defaults, broadcasting, log gates, threads, and the input checks
 // verbatim.
 #include <doctest/doctest.h>

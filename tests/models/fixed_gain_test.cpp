@@ -1,5 +1,5 @@
 // Unit tests for the fixed-gain family (models/fixed_gain.hpp, models/fixed_gain_chunked.hpp),
-// MATH.md §7: hand-worked two-token examples per rule, the input checks (messages verbatim),
+// docs/math.md §7: hand-worked two-token examples per rule, the input checks (messages verbatim),
 // broadcasting, and the acceptance point: in binary64 the reference matches a plain fp64
 // loop written to fla's conventions to 1e-12 relative.
 #include "kalman_oracle/models/fixed_gain.hpp"

@@ -1,4 +1,4 @@
-// The dense Kalman memory in information form (models/information.hpp, MATH.md §3): the hand-worked
+// The dense Kalman memory in information form (models/information.hpp, docs/math.md §3): the hand-worked
 // example of dense_test.cpp in the information form's own terms, equality with the moment form,
 // and the singularity messages.
 #include "kalman_oracle/models/information.hpp"
@@ -88,7 +88,7 @@ TEST_CASE("information: a singular predicted covariance names the token and the 
   CHECK_THROWS_WITH_AS(information_forward(in),
                        "information: D_t Y_{t-1}^-1 D_t^T + Omega_t is singular (not positive definite) at token 1 "
                        "of [b, h] = [0, 1]; rule: the information form needs the predicted covariance invertible "
-                       "(MATH.md §3)",
+                       "(docs/math.md §3)",
                        input_error);
   // The moment form needs no inverse: it runs, and its P̂ is singular there.
   const auto dense = dense_forward(in, run_options{1, true});

@@ -1,4 +1,4 @@
-// The isotropic KDN (MATH.md §5) by hand: a 2-token example with every intermediate, the parallel
+// The isotropic KDN (docs/math.md §5) by hand: a 2-token example with every intermediate, the parallel
 // form on it, defaults, broadcasting, threads, and the input checks verbatim.
 #include <doctest/doctest.h>
 

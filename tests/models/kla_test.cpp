@@ -1,4 +1,4 @@
-// Kalman Linear Attention (MATH.md §6): a hand-worked example, the parallel form on it, the
+// Kalman Linear Attention (docs/math.md §6): a hand-worked example, the parallel form on it, the
 // inversion of the precision leaf, broadcasting, the OU helper, and bad inputs.
 #include <doctest/doctest.h>
 

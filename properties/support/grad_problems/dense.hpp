@@ -1,4 +1,4 @@
-// The dense Kalman filter, moment and information forms (MATH.md §2, §3, §9; grad/dense.hpp), as a
+// The dense Kalman filter, moment and information forms (docs/math.md §2, §3, §9; grad/dense.hpp), as a
 // gradient problem for the laws of properties/grad_exact.cpp and grad_mpfr.cpp. Each case draws the
 // form (moment or information; the information form's gradient is the moment form's, with the
 // cotangents of Y_T and H_T folded in), the transition (absent, diagonal, a scalar α I, or full),

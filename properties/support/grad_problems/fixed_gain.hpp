@@ -1,4 +1,4 @@
-// The fixed-gain family (GLA, DeltaNet, GDN, KDA and the given gain; MATH.md §7, §9;
+// The fixed-gain family (GLA, DeltaNet, GDN, KDA and the given gain; docs/math.md §7, §9;
 // grad/fixed_gain.hpp) as a gradient problem for the laws of properties/grad_exact.cpp and
 // grad_mpfr.cpp. A case draws the rule, every parameter in a random broadcast shape and a random
 // subset of the cotangents of o and S_T; exact cases use linear gates (decays in (0, 1], 1

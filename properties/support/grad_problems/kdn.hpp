@@ -1,4 +1,4 @@
-// The diagonal and isotropic Kalman Delta Networks (MATH.md §4, §5, §9; grad/diagonal.hpp,
+// The diagonal and isotropic Kalman Delta Networks (docs/math.md §4, §5, §9; grad/diagonal.hpp,
 // grad/isotropic.hpp) as one gradient problem for the laws of properties/grad_exact.cpp and
 // grad_mpfr.cpp: each case draws the model. A case draws every parameter in a random broadcast
 // shape, μ, the prior covariance, S_0 and τ present or absent, and a random subset of the

@@ -1,4 +1,4 @@
-// Kalman Linear Attention (MATH.md §6, §9; grad/kla.hpp) as a gradient problem for the laws of
+// Kalman Linear Attention (docs/math.md §6, §9; grad/kla.hpp) as a gradient problem for the laws of
 // properties/grad_exact.cpp and grad_mpfr.cpp. A case draws every parameter in a random broadcast
 // shape, the priors λ_0, η_0 present or absent, and a random subset of the cotangents of y, y_var,
 // λ_T, η_T. Exact cases include ā = 1 and p̄ = 0; MPFR cases take ā ∈ [1/4, 0.99], p̄ ∈ [2⁻⁶, 2],

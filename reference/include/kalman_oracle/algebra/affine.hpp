@@ -1,4 +1,4 @@
-// Affine maps x -> alpha x + rho, MATH.md §8 fact 5 (the KLA information-mean recursion, §6).
+// Affine maps x -> alpha x + rho, docs/math.md §8 fact 5 (the KLA information-mean recursion, §6).
 // Composition, later map on the left: (a2, r2) o (a1, r1) = (a2 a1, a2 r1 + r2).
 #pragma once
 

@@ -1,4 +1,4 @@
-// The leaves of MATH.md §8, built from model parameters. Each is the Möbius (or affine) map of one
+// The leaves of docs/math.md §8, built from model parameters. Each is the Möbius (or affine) map of one
 // token's step of a scalar recursion of §4–§6; all Möbius entries are >= 0, so products of leaves
 // involve no cancellation (§8 fact 4). algebra/recursion_steps.hpp writes the same steps directly,
 // and properties/leaves_reproduce_steps.cpp checks, exactly over rationals, that they agree.

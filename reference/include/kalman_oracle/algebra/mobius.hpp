@@ -1,4 +1,4 @@
-// Möbius (fractional-linear) maps, MATH.md §8.
+// Möbius (fractional-linear) maps, docs/math.md §8.
 //
 // M = [[a, b], [c, d]] acts on x > 0 by x -> (a x + b) / (c x + d). Composition is the matrix
 // product with the later map on the left, so Pi_t = M_t ... M_1 and x_t = Pi_t . x_0. M and c M

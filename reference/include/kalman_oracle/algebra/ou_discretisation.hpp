@@ -1,4 +1,4 @@
-// Discretisation of the Ornstein–Uhlenbeck prior of KLA (MATH.md §6).
+// Discretisation of the Ornstein–Uhlenbeck prior of KLA (docs/math.md §6).
 //
 // dx = a x dt + sqrt(p) dW with rate a <= 0 and diffusion p >= 0, over a step Delta > 0:
 //   ā = exp(a Delta),  p̄ = p (-expm1(2 a Delta)) / (2 |a|)   (limit p Delta at a = 0).
@@ -37,7 +37,7 @@ void check_ou_arguments(const char* who, const T& rate, const T& step, const T& 
 }
 }  // namespace detail
 
-/// Exact discretisation of the OU prior (MATH.md §6).
+/// Exact discretisation of the OU prior (docs/math.md §6).
 template <class T>
 ou_step<T> ou_discretise(const T& rate, const T& step, const T& diffusion) {
   using std::exp;

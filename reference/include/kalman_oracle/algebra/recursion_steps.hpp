@@ -1,4 +1,4 @@
-// One step of each scalar recursion of MATH.md §4–§6, written exactly as the spec states it,
+// One step of each scalar recursion of docs/math.md §4–§6, written exactly as the spec states it,
 // without the Möbius form. These are the statements the leaves (algebra/leaves.hpp) must
 // reproduce, and the sequential forms the models are built from.
 #pragma once

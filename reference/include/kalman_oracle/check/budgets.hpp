@@ -1,5 +1,5 @@
 // Error budgets: how far from the exact output a correct implementation may be, in units of
-// u · scale (MATH.md §10). This file holds the budget arithmetic; the budget of each model's output
+// u · scale (docs/math.md §10). This file holds the budget arithmetic; the budget of each model's output
 // lives on that model's card (fixtures/lib/cards/), beside the output's shape and scale, and each is
 // derived in docs/error-model.md (the section the card names). A budget is only ever lowered, never
 // raised to make a candidate pass.

@@ -3,7 +3,7 @@
 // is grad/gates.hpp, the memory (delta-rule) adjoint of the fixed-gain family and both KDN models
 // grad/memory.hpp. docs/gradients.md derives everything.
 //
-// Conventions (MATH.md §9):
+// Conventions (docs/math.md §9):
 //   * The loss is L = Σ_outputs ⟨output, cotangent⟩: Σ_t ⟨o_t, do_t⟩ + ⟨S_T, dS_T⟩ + the other
 //     outputs a model has (final covariance / λ_T, η_T, readout variances, ...), as fla's tests do.
 //     A cotangent is given per output name ("o", "final_state", ...), in the output's full shape;
@@ -117,10 +117,6 @@ T cotangent_at(const tensor<T>* c, I... index) {
 }
 
 }  // namespace detail::grad
-
-/// The former spelling of detail::grad, for properties/grad_*.cpp only: those files are being
-/// rewritten in a change of their own, which switches them to detail::grad and removes this alias.
-namespace grad_detail = detail::grad;
 
 /// A gradient being accumulated for an input given in shape `given` and read through a broadcast
 /// view of shape `full`: add(x, full index) adds x to the element that index reads, so broadcast

@@ -1,4 +1,4 @@
-// Reference adjoint of the dense Kalman associative memory (MATH.md §2, §3, §9; models/dense.hpp,
+// Reference adjoint of the dense Kalman associative memory (docs/math.md §2, §3, §9; models/dense.hpp,
 // models/information.hpp).
 //
 //     gradients<T> dense_backward(const dense_inputs<T>& in, const cotangents<T>& cot)
@@ -20,7 +20,7 @@
 // (grad/truth.hpp canonicalises the tape's gradient the same way). A derivative along a
 // non-symmetric E depends on which entries the code happens to read, and is not defined.
 //
-// The information form computes the same posterior (MATH.md §3), so its outputs are the same
+// The information form computes the same posterior (docs/math.md §3), so its outputs are the same
 // functions of the inputs and information_backward IS dense_backward; Y_T and H_T are functions of
 // (S_T, P_T) and their cotangents are folded in first:
 //     H_T = Y_T S_T :  dS_T += Y_T dH_T ;  dY_T += dH_T S_Tᵀ
@@ -310,7 +310,7 @@ gradients<T> dense_backward(const dense_inputs<T>& in, const cotangents<T>& cot)
   return out;
 }
 
-/// The information form has the dense form's posterior (MATH.md §3): the same gradient (see the top).
+/// The information form has the dense form's posterior (docs/math.md §3): the same gradient (see the top).
 template <class T>
 gradients<T> information_backward(const information_inputs<T>& in, const cotangents<T>& cot) {
   return dense_backward(in, cot);

@@ -1,4 +1,4 @@
-// Reference adjoint of the diagonal Kalman Delta Network (MATH.md §4, §9; models/diagonal.hpp).
+// Reference adjoint of the diagonal Kalman Delta Network (docs/math.md §4, §9; models/diagonal.hpp).
 //
 //     gradients<T> diagonal_kdn_backward(const diagonal_kdn_inputs<T>& in, const cotangents<T>& cot)
 //

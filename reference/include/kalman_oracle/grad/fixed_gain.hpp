@@ -1,4 +1,4 @@
-// Reference adjoint of the fixed-gain family (MATH.md §7, §9; models/fixed_gain.hpp): GLA,
+// Reference adjoint of the fixed-gain family (docs/math.md §7, §9; models/fixed_gain.hpp): GLA,
 // DeltaNet, GDN, KDA and the given-gain (two-key) rule.
 //
 //     gradients<T> fixed_gain_backward(const fixed_gain_inputs<T>& in, const cotangents<T>& cot)

@@ -5,7 +5,7 @@
 //                                              std::size_t chunk_size)
 //
 // Same cotangents, gradient names and shapes as fixed_gain_backward (grad/fixed_gain.hpp), and the
-// same values: over exact arithmetic, for every chunk size (properties/grad_fixed_gain.cpp).
+// same values: over exact arithmetic, for every chunk size (properties/grad_exact.cpp, chunked_equals_sequential_exact).
 //
 // Forward per chunk (models/fixed_gain_chunked.hpp), from the chunk-start state S, local tokens
 // t = 0..n−1, row scale r_t, erase key e_t, write key w_t, τq_t = sq_t, Γ_t the cumulative decay,

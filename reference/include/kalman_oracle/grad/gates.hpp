@@ -1,4 +1,4 @@
-// The adjoint of the gate rule of models/gates.hpp (MATH.md §9; docs/gradients.md, "Conventions"):
+// The adjoint of the gate rule of models/gates.hpp (docs/math.md §9; docs/gradients.md, "Conventions"):
 // with gate_space::log the input is g and α = e^g, so dL/dg = α dL/dα; with gate_space::linear the
 // input is α itself. It lives under grad/ rather than in models/gates.hpp because the forward
 // headers know nothing of adjoints (grad/ depends on models/, never the reverse), and it is a header

@@ -1,4 +1,4 @@
-// Reference adjoint of the isotropic Kalman Delta Network (MATH.md §5, §9; models/isotropic.hpp).
+// Reference adjoint of the isotropic Kalman Delta Network (docs/math.md §5, §9; models/isotropic.hpp).
 //
 //     gradients<T> isotropic_kdn_backward(const isotropic_kdn_inputs<T>& in, const cotangents<T>& cot)
 //

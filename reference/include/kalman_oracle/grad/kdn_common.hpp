@@ -1,4 +1,4 @@
-// What the adjoints of the diagonal and the isotropic KDN share (MATH.md §4, §5, §9;
+// What the adjoints of the diagonal and the isotropic KDN share (docs/math.md §4, §5, §9;
 // docs/gradients.md, "Isotropic KDN", "Diagonal KDN"; grad/diagonal.hpp, grad/isotropic.hpp): the
 // cotangents of their four outputs, the gradient of every input (accumulated in the shape it was
 // given, the covariance shapes taken from the problem, models/kdn_common.hpp), the memory head of

@@ -1,4 +1,4 @@
-// Reference adjoint of Kalman Linear Attention (MATH.md §6, §9; models/kla.hpp).
+// Reference adjoint of Kalman Linear Attention (docs/math.md §6, §9; models/kla.hpp).
 //
 //     gradients<T> kla_backward(const kla_inputs<T>& in, const cotangents<T>& cot)
 //

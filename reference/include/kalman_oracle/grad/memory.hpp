@@ -1,4 +1,4 @@
-// The memory adjoint: the reverse pass of one head of the generic delta rule (MATH.md §7, §9;
+// The memory adjoint: the reverse pass of one head of the generic delta rule (docs/math.md §7, §9;
 // docs/gradients.md, "The memory (delta rule)"), shared by the fixed-gain family and both KDN
 // models, and the gather/scatter between a (batch, head) slice of a model's tensors and one head.
 //

@@ -1,4 +1,4 @@
-// The memory updates shared by the fixed-gain family and the KDN memories (MATH.md §2, §4, §5, §7),
+// The memory updates shared by the fixed-gain family and the KDN memories (docs/math.md §2, §4, §5, §7),
 // on one head's state S (K x V, key rows, value columns, row-major in a span of K*V values).
 //
 // The order is fla's: decay first, then the delta correction against the *decayed* state, then the

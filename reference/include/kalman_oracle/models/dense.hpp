@@ -1,8 +1,8 @@
-// The dense Kalman associative memory in moment form (MATH.md §2): the exact Bayesian filter, the
+// The dense Kalman associative memory in moment form (docs/math.md §2): the exact Bayesian filter, the
 // ground truth every other member of the family approximates.
 //
 // Per (batch b, head h), memory mean S (K x V, key rows, value columns) and covariance P (K x K,
-// shared by the V columns). Per token t (MATH.md §2, line by line):
+// shared by the V columns). Per token t (docs/math.md §2, line by line):
 //
 //   predict   Ŝ_t = D_t S_{t-1}                  P̂_t = D_t P_{t-1} D_tᵀ + Ω_t
 //   gain      s_t = k_tᵀ P̂_t k_t + r_t           κ_t = P̂_t k_t / s_t
@@ -10,7 +10,7 @@
 //   read      o_t = S_tᵀ (τ q_t)                  (read after write, as fla)
 //
 // Covariance update form. P_t = P̂ - u uᵀ / s with u = P̂ k is algebraically equal to the spec's
-// (I - κ kᵀ) P̂, because κ kᵀ P̂ = P̂ k kᵀ P̂ / s = u uᵀ / s (P̂ is symmetric); MATH.md §2 allows any
+// (I - κ kᵀ) P̂, because κ kᵀ P̂ = P̂ k kᵀ P̂ / s = u uᵀ / s (P̂ is symmetric); docs/math.md §2 allows any
 // equal form. We choose it because (1) it is symmetric by construction: each P_ij, i <= j, is
 // computed once and mirrored, so the computed P_t is bitwise symmetric in every arithmetic, as the
 // exact one is, where (I - κ kᵀ) P̂ rounds its two triangles differently; (2) it costs O(K²) after u,
@@ -78,7 +78,7 @@ using dense_vector = Eigen::Matrix<T, Eigen::Dynamic, 1>;
 /// Whether a per-token matrix parameter is given by its diagonal or in full.
 enum class dense_form { diagonal, full };
 
-/// The transition D_t (MATH.md §2): diagonal (decays alpha, or fla's log gates g, [B, T, H, K];
+/// The transition D_t (docs/math.md §2): diagonal (decays alpha, or fla's log gates g, [B, T, H, K];
 /// a last axis of 1 gives the scalar decay alpha_t I) or full [B, T, H, K, K].
 template <class T>
 struct dense_transition {
@@ -92,7 +92,7 @@ struct dense_transition {
   static dense_transition full(tensor<T> d) { return {dense_form::full, gate_space::linear, std::move(d)}; }
 };
 
-/// The process noise Ω_t (MATH.md §2): diagonal omega >= 0 [B, T, H, K] or full, exactly symmetric
+/// The process noise Ω_t (docs/math.md §2): diagonal omega >= 0 [B, T, H, K] or full, exactly symmetric
 /// positive semidefinite [B, T, H, K, K].
 template <class T>
 struct dense_process_noise {
@@ -467,7 +467,7 @@ struct token_report {
   const dense_matrix<T>& covariance;            // P_t
 };
 
-/// Writes token t's outputs: o_t = S_tᵀ (τ q_t) (MATH.md §2 read; `read_state` supplies S or, in a
+/// Writes token t's outputs: o_t = S_tᵀ (τ q_t) (docs/math.md §2 read; `read_state` supplies S or, in a
 /// planted bug, Ŝ), the readout variance (τq)ᵀ P_t (τq) = τ² qᵀ P_t q, s_t, the Mahalanobis term
 /// and the log likelihood, and the internals.
 template <class T, class Outputs>
@@ -542,7 +542,7 @@ dense_vector<T> innovation(const dense_matrix<T>& predicted_state, const dense_v
 
 }  // namespace detail::dense
 
-/// The sequential reference of the dense Kalman associative memory (MATH.md §2).
+/// The sequential reference of the dense Kalman associative memory (docs/math.md §2).
 template <class T>
 dense_outputs<T> dense_forward(const dense_inputs<T>& in, const run_options& options = {}) {
   using matrix = dense_matrix<T>;

@@ -1,4 +1,4 @@
-// Diagonal Kalman Delta Network: the sequential reference (MATH.md §4, with the memory update of
+// Diagonal Kalman Delta Network: the sequential reference (docs/math.md §4, with the memory update of
 // §7's two-key delta rule). Per head, the memory mean S (K x V) and a diagonal covariance p (K),
 // per token t = 1..T:
 //
@@ -35,7 +35,7 @@
 
 namespace kalman_oracle {
 
-/// Inputs of the diagonal KDN (MATH.md §4). Per-token parameters may be given in any shape that
+/// Inputs of the diagonal KDN (docs/math.md §4). Per-token parameters may be given in any shape that
 /// broadcasts (numpy rules, tensor/broadcast_view.hpp) to the full shape named here.
 template <class T>
 struct diagonal_kdn_inputs {
@@ -97,7 +97,7 @@ std::vector<T> diagonal_kdn_posterior(const std::vector<T>& predicted, const std
 
 }  // namespace detail
 
-/// The diagonal KDN, token by token (MATH.md §4). Validates every input first (input_error names
+/// The diagonal KDN, token by token (docs/math.md §4). Validates every input first (input_error names
 /// the tensor, the element and the rule), then runs the independent (batch, head) problems on
 /// options.threads threads (bit-identical to one thread).
 template <class T>

@@ -1,4 +1,4 @@
-// The fixed-gain family of MATH.md §7, sequential reference: GLA, DeltaNet, Gated DeltaNet (GDN),
+// The fixed-gain family of docs/math.md §7, sequential reference: GLA, DeltaNet, Gated DeltaNet (GDN),
 // KDA, and the given-gain (two-key) delta rule. Per (batch, head), on the K x V state S:
 //
 //     GLA:      S_t = diag(α_t) S_{t−1} + k_t v_tᵀ                          (α_t ∈ (0, 1]^K)
@@ -278,7 +278,7 @@ void store_state(fixed_gain_outputs<T>& out, const problem<T>& p, std::size_t b,
     }
 }
 
-/// The sequential recursion of one (b, h), line by line as in MATH.md §7 (fla's order).
+/// The sequential recursion of one (b, h), line by line as in docs/math.md §7 (fla's order).
 template <class T>
 void run_head(const problem<T>& p, std::size_t b, std::size_t h, fixed_gain_outputs<T>& out) {
   const std::size_t K = p.key_dim(), V = p.value_dim();
@@ -335,7 +335,7 @@ void run_head(const problem<T>& p, std::size_t b, std::size_t h, fixed_gain_outp
 
 }  // namespace detail::fixed_gain
 
-/// The sequential reference of MATH.md §7 (see the top of this file). Validates every input first;
+/// The sequential reference of docs/math.md §7 (see the top of this file). Validates every input first;
 /// bad input throws input_error naming the tensor, the index and the rule.
 template <class T>
 fixed_gain_outputs<T> fixed_gain_forward(const fixed_gain_inputs<T>& inputs, const run_options& options = {}) {

@@ -1,4 +1,4 @@
-// The chunked WY (UT-transform) form of the fixed-gain family (MATH.md §7): the algorithm fla's
+// The chunked WY (UT-transform) form of the fixed-gain family (docs/math.md §7): the algorithm fla's
 // chunked kernels follow (chunk_delta_rule, chunk_gated_delta_rule, chunk_kda, chunk_gla), written
 // over the same scalar type T as the sequential reference (fixed_gain.hpp), so that over rationals
 // it can be checked to equal the sequential form exactly, for any chunk size C >= 1.
@@ -9,7 +9,7 @@
 //   β-form (DeltaNet, GDN, KDA):  r_t = β_t, e_t = w_t = k_t    (fla's factorisation)
 //   given gain κ (two-key rule):  r_t = 1,   e_t = k_t, w_t = κ_t
 //   GLA (no erase):               r_t = 1,   e_t = 0,   w_t = k_t
-// which is (I − r w eᵀ) D S + r w vᵀ, i.e. MATH.md §7 in each case.
+// which is (I − r w eᵀ) D S + r w vᵀ, i.e. docs/math.md §7 in each case.
 // Inside a chunk (local tokens t = 0..n−1 from the chunk-start state S), with Γ_t = α_0 ⊙ … ⊙ α_t
 // (per channel) and the decay ratios ρ_tj = Γ_t / Γ_j (j ≤ t), induction on t gives
 //     S_t = diag(Γ_t) S + Σ_{j≤t} diag(ρ_tj) w_j ũ_jᵀ,       ũ_j = r_j u_j (the pseudo-values)

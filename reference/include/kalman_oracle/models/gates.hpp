@@ -1,4 +1,4 @@
-// Gates: how every model turns its gate input into a decay, and which gates it accepts (MATH.md
+// Gates: how every model turns its gate input into a decay, and which gates it accepts (docs/math.md
 // §2, §4, §5, §7; docs/math.md, "Gates").
 //
 //   gate_space::log     the input is fla's log-space gate g and the decay is α = e^g

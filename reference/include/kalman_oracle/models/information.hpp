@@ -1,7 +1,7 @@
-// The dense Kalman associative memory in information form (MATH.md §3): the same filter as
+// The dense Kalman associative memory in information form (docs/math.md §3): the same filter as
 // models/dense.hpp, carried as the precision Y = P⁻¹ and the information matrix H = Y S.
 //
-// Per (batch b, head h), from Y_0 = P_0⁻¹, H_0 = Y_0 S_0, per token t (MATH.md §3, line by line):
+// Per (batch b, head h), from Y_0 = P_0⁻¹, H_0 = Y_0 S_0, per token t (docs/math.md §3, line by line):
 //
 //   M_t = D_t Y_{t-1}⁻¹ D_tᵀ + Ω_t              (the predicted covariance P̂_t; must be invertible)
 //   Ŷ_t = M_t⁻¹                                 Ĥ_t = Ŷ_t D_t Y_{t-1}⁻¹ H_{t-1}
@@ -90,7 +90,7 @@ std::optional<dense_matrix<T>> spd_inverse(const dense_matrix<T>& a) {
 
 }  // namespace detail::information
 
-/// The sequential reference of the dense filter in information form (MATH.md §3).
+/// The sequential reference of the dense filter in information form (docs/math.md §3).
 template <class T>
 information_outputs<T> information_forward(const information_inputs<T>& in, const run_options& options = {}) {
   using matrix = dense_matrix<T>;
@@ -115,7 +115,7 @@ information_outputs<T> information_forward(const information_inputs<T>& in, cons
     const auto prior_precision = spd_inverse<T>(pb.initial_covariance(b, h));
     if (!prior_precision)
       detail::information::throw_singular("the prior covariance P_0", b, 0, h,
-                                         "the information form needs P_0 invertible (MATH.md §3)");
+                                         "the information form needs P_0 invertible (docs/math.md §3)");
     matrix Y = *prior_precision;
     matrix H_info = multiply(Y, pb.initial_state(b, h));
     // Y_{t-1}⁻¹, carried from the previous token (Y_0⁻¹ is recomputed from Y_0, not taken from P_0:
@@ -123,7 +123,7 @@ information_outputs<T> information_forward(const information_inputs<T>& in, cons
     auto covariance = spd_inverse<T>(Y);
     if (!covariance)
       detail::information::throw_singular("the prior precision Y_0", b, 0, h,
-                                         "the information form needs P_0 invertible (MATH.md §3)");
+                                         "the information form needs P_0 invertible (docs/math.md §3)");
     matrix P_prev = *covariance;
     for (std::size_t t = 0; t < L; ++t) {
       const matrix D = pb.transition(b, t, h);
@@ -139,7 +139,7 @@ information_outputs<T> information_forward(const information_inputs<T>& in, cons
       if (!Y_hat)
         detail::information::throw_singular("D_t Y_{t-1}^-1 D_t^T + Omega_t", b, t, h,
                                            "the information form needs the predicted covariance invertible "
-                                           "(MATH.md §3)");
+                                           "(docs/math.md §3)");
       // Ĥ_t = Ŷ_t D Y⁻¹ H, via the predicted mean Ŝ_t = D Y⁻¹ H.
       const matrix S_hat = multiply(D, multiply(P_prev, H_info));
       const matrix H_hat = multiply(*Y_hat, S_hat);
@@ -149,7 +149,7 @@ information_outputs<T> information_forward(const information_inputs<T>& in, cons
       covariance = spd_inverse<T>(Y);
       if (!covariance)
         detail::information::throw_singular("the posterior precision Y_t", b, t, h,
-                                           "Y_t must stay positive definite (MATH.md §3)");
+                                           "Y_t must stay positive definite (docs/math.md §3)");
       const matrix& P = *covariance;
       // S_t = Y_t⁻¹ H_t.
       const matrix S = multiply(P, H_info);

@@ -1,4 +1,4 @@
-// Isotropic Kalman Delta Network: the sequential reference (MATH.md §5; the memory is §7's KDA
+// Isotropic Kalman Delta Network: the sequential reference (docs/math.md §5; the memory is §7's KDA
 // with β_t from §5). Per head, the memory mean S (K x V) and one covariance scalar b (P ≈ b I),
 // per token t = 1..T:
 //
@@ -30,7 +30,7 @@
 
 namespace kalman_oracle {
 
-/// Inputs of the isotropic KDN (MATH.md §5). Per-token parameters may be given in any shape that
+/// Inputs of the isotropic KDN (docs/math.md §5). Per-token parameters may be given in any shape that
 /// broadcasts to the full shape named here.
 template <class T>
 struct isotropic_kdn_inputs {
@@ -92,7 +92,7 @@ T kdn_mutant_norm(const T& squared_norm) {
 
 }  // namespace detail
 
-/// The isotropic KDN, token by token (MATH.md §5). Validates every input first, then runs the
+/// The isotropic KDN, token by token (docs/math.md §5). Validates every input first, then runs the
 /// independent (batch, head) problems on options.threads threads (bit-identical to one thread).
 template <class T>
 isotropic_kdn_outputs<T> isotropic_kdn_forward(const isotropic_kdn_inputs<T>& inputs,

@@ -1,4 +1,4 @@
-// What the diagonal and the isotropic Kalman Delta Network share (MATH.md §4, §5): the sizes, the
+// What the diagonal and the isotropic Kalman Delta Network share (docs/math.md §4, §5): the sizes, the
 // checks of q, k, v, decays from gates (models/gates.hpp), the defaults of the papers (μ = K, prior
 // covariance 1, S_0 = 0), the query scale (models/query_scale.hpp), and the validated problem with
 // every parameter broadcast to its full shape. The two models differ only in the shape of their

@@ -1,4 +1,4 @@
-// The diagonal and isotropic KDN in parallel form, as a kernel computes them (MATH.md §4, §5, §7,
+// The diagonal and isotropic KDN in parallel form, as a kernel computes them (docs/math.md §4, §5, §7,
 // §8). Three phases:
 //
 //   1. covariance: p_t (per channel i) and b_t (per head) are Möbius recursions x_t = M_t · x_{t−1}

@@ -1,10 +1,10 @@
-// Kalman Linear Attention (KLA), MATH.md §6: the sequential reference.
+// Kalman Linear Attention (KLA), docs/math.md §6: the sequential reference.
 //
 // No heads. Per batch row, M channels and a state of size S; every element (m, s) is an
 // independent scalar Kalman filter in information form, observing
 //     v_{t,m} = k_{t,s} x_{t,m,s} + noise(1 / Lambda_{t,m}),    x_{t,m,s} = ā x_{t-1,m,s} + noise(p̄),
 // with precision lambda = 1 / P and information mean eta = lambda x̂. Per element and token
-// (MATH.md §6, line by line):
+// (docs/math.md §6, line by line):
 //     phi_t = Lambda_{t,m} k_{t,s}^2 ;      rho_t = v_{t,m} Lambda_{t,m} k_{t,s}
 //     den_t = ā^2 + p̄ lambda_{t-1}
 //     lambda_t = lambda_{t-1} / den_t + phi_t
@@ -12,7 +12,7 @@
 //     y_{t,m} = sum_s q_{t,s} eta_t / lambda_t ;   y_var_{t,m} = sum_s q_{t,s}^2 / lambda_t
 // The readout uses the posterior of token t (read after write). KLA has no query scale.
 //
-// Shapes (token-major, MATH.md conventions): q, k [B, T, S]; v [B, T, M]; Lambda broadcast to
+// Shapes (token-major, docs/math.md conventions): q, k [B, T, S]; v [B, T, M]; Lambda broadcast to
 // [B, T, M]; ā (a_bar) and p̄ (p_bar) broadcast to [B, T, M, S] (static [M, S] in the original
 // model); lambda_0, eta_0 broadcast to [B, M, S] (defaults 1 and 0, as in the paper). Outputs
 // y, y_var [B, T, M]; final_lambda, final_eta [B, M, S]; with run_options.internals, lambda and
@@ -146,7 +146,7 @@ kla_outputs<T> kla_allocate_outputs(const kla_dims& d, bool internals) {
 
 }  // namespace detail
 
-/// The sequential reference of MATH.md §6. Validates every input first (input_error naming the
+/// The sequential reference of docs/math.md §6. Validates every input first (input_error naming the
 /// tensor, the element and the rule), then runs the batch rows in parallel (bit-identical for
 /// any thread count: each row writes only its own slices).
 template <class T>
@@ -207,7 +207,7 @@ kla_outputs<T> kla_forward(const kla_inputs<T>& inputs, const run_options& optio
   return out;
 }
 
-// ---- Optional: ā and p̄ from the Ornstein–Uhlenbeck prior (MATH.md §6) ------------------------
+// ---- Optional: ā and p̄ from the Ornstein–Uhlenbeck prior (docs/math.md §6) ------------------------
 
 enum class kla_ou_variant {
   exact,              // p̄ = p (-expm1(2 a Delta)) / (2 |a|)  (p Delta at a = 0)

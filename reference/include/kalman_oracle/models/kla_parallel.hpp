@@ -1,7 +1,7 @@
-// Kalman Linear Attention (MATH.md §6), the parallel (scan) form: the algorithm a kernel follows,
+// Kalman Linear Attention (docs/math.md §6), the parallel (scan) form: the algorithm a kernel follows,
 // in the same scalar type as the sequential reference (models/kla.hpp). Per element (m, s):
 //
-//   1. precision: the Möbius leaves M_t = kla_precision_leaf(ā_t, p̄_t, φ_t) (MATH.md §8 table),
+//   1. precision: the Möbius leaves M_t = kla_precision_leaf(ā_t, p̄_t, φ_t) (docs/math.md §8 table),
 //      an inclusive scan Π_t = M_t ⋯ M_1 by any schedule and rescale mode, and λ_t = Π_t · λ_0;
 //   2. the previous precision λ_{t-1} for every t, by one of two routes (kla_recovery):
 //        exclusive_scan  λ_{t-1} = Π_{t-1} · λ_0 from the exclusive scan (Π_0 = identity);
@@ -11,7 +11,7 @@
 //   4. readout: y = Σ_s q η_t / λ_t, y_var = Σ_s q² / λ_t (read after write).
 //
 // Over exact arithmetic every schedule, rescale mode, chunk size and recovery gives exactly the
-// sequential reference (MATH.md §8 facts 2, 3, 5; properties/models_kla_laws.cpp). In MPFR the
+// sequential reference (docs/math.md §8 facts 2, 3, 5; properties/models_kla_laws.cpp). In MPFR the
 // difference is within the bound derived in properties/models_kla_laws.cpp (docs/math.md).
 //
 // Inverting the leaf. Token t's step is λ_t = λ_{t-1} / (ā² + p̄ λ_{t-1}) + φ, the action of

@@ -1,4 +1,4 @@
-// The query scale tau of the readout o_t = S_t^T (tau q_t) (MATH.md §2, §7), one rule for every
+// The query scale tau of the readout o_t = S_t^T (tau q_t) (docs/math.md §2, §7), one rule for every
 // model. Default: fla's 1/sqrt(K), computed as fla does for IEEE types (Python's K ** -0.5 in
 // binary64, then the dtype), correctly rounded in MPFR (mpfr_rec_sqrt), exactly over rationals when
 // K is a perfect square; otherwise exact types need tau given. A given tau must be finite and > 0.

@@ -111,7 +111,7 @@ struct scalar_traits<dual<B>> {
   static dual<B> from_double(double x) { return dual<B>(base::from_double(x)); }
   static double to_double(const dual<B>& x) { return base::to_double(x.value()); }
   /// Of the value: the power-of-two rescale picks its factor from the primal run (a constant
-  /// factor, whose action drops out, MATH.md §8 fact 3).
+  /// factor, whose action drops out, docs/math.md §8 fact 3).
   static long exponent(const dual<B>& x) { return base::exponent(x.value()); }
   static dual<B> ldexp(const dual<B>& x, long e) { return {base::ldexp(x.value(), e), base::ldexp(x.tangent(), e)}; }
   static bool is_finite(const dual<B>& x) { return base::is_finite(x.value()) && base::is_finite(x.tangent()); }

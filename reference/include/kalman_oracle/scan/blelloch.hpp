@@ -1,4 +1,4 @@
-// Blelloch's work-efficient scan (MATH.md §8 fact 2): an up-sweep that reduces a balanced tree in
+// Blelloch's work-efficient scan (docs/math.md §8 fact 2): an up-sweep that reduces a balanced tree in
 // place, then a down-sweep that pushes prefixes back down. Natively exclusive.
 //
 // The tail is handled without padding: the block [i, i+2d) of level d is stored at its last real

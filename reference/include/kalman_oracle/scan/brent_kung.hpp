@@ -1,4 +1,4 @@
-// Brent–Kung scan (MATH.md §8 fact 2): work-efficient, natively inclusive, in place.
+// Brent–Kung scan (docs/math.md §8 fact 2): work-efficient, natively inclusive, in place.
 //
 //   up-sweep, s = 1, 2, 4, … with 2s <= n: positions i = 2s-1, 4s-1, 6s-1, … < n at once get
 //       a[i] = compose(a[i], a[i-s])

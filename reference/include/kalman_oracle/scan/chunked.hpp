@@ -1,4 +1,4 @@
-// The chunked three-pass scan (MATH.md §8 fact 2), the schedule of chunked GPU kernels (fla's
+// The chunked three-pass scan (docs/math.md §8 fact 2), the schedule of chunked GPU kernels (fla's
 // chunk-parallel form): split the sequence into chunks of c consecutive inputs, then
 //
 //   1. map:   every chunk at once runs a sequential scan of its own inputs (local[i]) and

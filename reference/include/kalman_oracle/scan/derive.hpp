@@ -1,4 +1,4 @@
-// The one shared derivation between inclusive and exclusive scans (MATH.md §8 fact 2).
+// The one shared derivation between inclusive and exclusive scans (docs/math.md §8 fact 2).
 //
 // exclusive[0] = identity and exclusive[t] = inclusive[t-1] = x_{t-1} ∘ … ∘ x_0. Rather than
 // compute all n inclusive prefixes and drop the last, the exclusive scan runs the inclusive

@@ -1,4 +1,4 @@
-// Hillis–Steele scan (MATH.md §8 fact 2): log-depth, not work-efficient.
+// Hillis–Steele scan (docs/math.md §8 fact 2): log-depth, not work-efficient.
 //
 // Level k (stride d = 2^k = 1, 2, 4, … < n): every position i >= d at once becomes
 // compose(x[i], x[i-d]), reading only the previous level's values, so the levels are

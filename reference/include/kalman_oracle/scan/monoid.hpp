@@ -1,5 +1,5 @@
 // What a scan needs of its operation: an identity and an associative compose(later, earlier)
-// (MATH.md §8: the later map on the left). Möbius and affine maps provide one each
+// (docs/math.md §8: the later map on the left). Möbius and affine maps provide one each
 // (algebra/mobius.hpp, algebra/affine.hpp); tests add others (e.g. the free monoid of words).
 #pragma once
 

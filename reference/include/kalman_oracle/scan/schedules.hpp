@@ -1,4 +1,4 @@
-// Every prefix-scan schedule behind one switch (MATH.md §8 fact 2: all of them equal the
+// Every prefix-scan schedule behind one switch (docs/math.md §8 fact 2: all of them equal the
 // sequential fold over exact arithmetic; properties/scan_*.cpp test it, and the rounding bound of
 // docs/math.md in MPFR).
 #pragma once

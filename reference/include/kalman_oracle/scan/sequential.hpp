@@ -1,5 +1,5 @@
 // The sequential fold: the reference that every parallel schedule must reproduce exactly over
-// exact arithmetic (MATH.md §8 fact 2).
+// exact arithmetic (docs/math.md §8 fact 2).
 //
 //   inclusive[0] = x_0,  inclusive[t] = compose(x_t, inclusive[t-1]) = x_t ∘ … ∘ x_0
 //   exclusive[0] = identity,  exclusive[t] = inclusive[t-1]

@@ -1,4 +1,4 @@
-// Sklansky's divide-and-conquer scan (MATH.md §8 fact 2): minimal depth ⌈log2 n⌉, in place.
+// Sklansky's divide-and-conquer scan (docs/math.md §8 fact 2): minimal depth ⌈log2 n⌉, in place.
 //
 // Level s = 1, 2, 4, … < n: every position i whose bit s is set, at once, gets
 //     a[i] = compose(a[i], a[(i & ~(2s-1)) + s - 1])

@@ -1,4 +1,4 @@
-// Shapes of row-major tensors (MATH.md conventions: token-major [B, T, H, D], states
+// Shapes of row-major tensors (docs/math.md conventions: token-major [B, T, H, D], states
 // [B, H, K, V]): the shape type, its text for messages, and its element count.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Named, row-major tensors of any scalar type (MATH.md conventions: token-major [B, T, H, D],
+// Named, row-major tensors of any scalar type (docs/math.md conventions: token-major [B, T, H, D],
 // states [B, H, K, V]). A tensor given in a smaller shape is read through a broadcast view
 // (tensor/broadcast_view.hpp).
 #pragma once

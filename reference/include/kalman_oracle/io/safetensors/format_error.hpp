@@ -21,7 +21,14 @@ class format_error : public input_error {
 
 namespace detail {
 
-inline std::string quote_name(std::string_view name) { return "'" + std::string(name) + "'"; }
+inline std::string quote_name(std::string_view name) {
+  // Built by appending: GCC 12 misreads "'" + std::string(name) as a copy of ~2^63 bytes when it is
+  // inlined into some callers (a false -Wstringop-overflow).
+  std::string quoted;
+  quoted.reserve(name.size() + 2);
+  quoted.append(1, '\'').append(name).append(1, '\'');
+  return quoted;
+}
 
 /// "<source>: tensor 'x': " -- the prefix of every message about one tensor.
 inline std::string tensor_prefix(std::string_view source, std::string_view name) {

@@ -102,8 +102,12 @@ inline void write_atomic(const std::filesystem::path& path, const file& f) {
   std::filesystem::path temp;
   int fd = -1;
   for (int attempt = 0; fd < 0; ++attempt) {
-    temp = dir / ("." + path.filename().string() + ".tmp." + std::to_string(::getpid()) + "." +
-                  std::to_string(counter.fetch_add(1)));
+    // Appended piece by piece: GCC 12 misreads "." + a std::string temporary, inlined here, as a copy
+    // of ~2^63 bytes (a false -Wstringop-overflow).
+    std::string name(1, '.');
+    name.append(path.filename().string()).append(".tmp.").append(std::to_string(::getpid()));
+    name.append(1, '.').append(std::to_string(counter.fetch_add(1)));
+    temp = dir / name;
     fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0 && (errno != EEXIST || attempt > 100))
       fail("cannot create a temporary file in '" + dir.string() + "'", errno);
