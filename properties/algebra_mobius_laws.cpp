@@ -56,7 +56,7 @@ TEST_SUITE("algebra") {
       const auto mode = *rc::gen::element(rescale_mode::trace, rescale_mode::max_entry, rescale_mode::power_of_two);
       // Any c > 0 for trace and max_entry; a power of two for power_of_two (the only exact case).
       const rational c = mode == rescale_mode::power_of_two ? kt::rational_pow2(*rc::gen::inRange<long>(-80, 80))
-                                                             : *kt::gen_rational_positive();
+                                                            : *kt::gen_rational_positive();
       RC_ASSERT(mobius_rescale(mobius_scale(m, c), mode) == mobius_rescale(m, mode));
     });
   }

@@ -22,12 +22,12 @@ struct diag_channel {
   rational decay, process_noise, key, observation_noise, information_scale;
 };
 rc::Gen<diag_channel> gen_diag_channel() {
-  return rc::gen::map(rc::gen::tuple(gen_decay(), kt::gen_rational_nonneg(), kt::gen_rational(),
-                                     kt::gen_rational_positive(), kt::gen_rational_positive()),
-                      [](auto t) {
-                        return diag_channel{std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t),
-                                            std::get<4>(t)};
-                      });
+  return rc::gen::map(
+      rc::gen::tuple(gen_decay(), kt::gen_rational_nonneg(), kt::gen_rational(), kt::gen_rational_positive(),
+                     kt::gen_rational_positive()),
+      [](auto t) {
+        return diag_channel{std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t), std::get<4>(t)};
+      });
 }
 }  // namespace
 
@@ -63,12 +63,12 @@ TEST_SUITE("leaves") {
     check_property("diag_kdn_leaves_reproduce_step", [] {
       const auto ch = *gen_diag_channel();
       const auto covariance = *kt::gen_rational_positive();
-      const auto cov_leaf = diag_kdn_covariance_leaf(ch.decay, ch.process_noise, ch.key, ch.observation_noise,
-                                                     ch.information_scale);
-      const auto prec_leaf = diag_kdn_precision_leaf(ch.decay, ch.process_noise, ch.key, ch.observation_noise,
-                                                     ch.information_scale);
-      const auto step = diag_kdn_covariance_step(covariance, ch.decay, ch.process_noise, ch.key,
-                                                 ch.observation_noise, ch.information_scale);
+      const auto cov_leaf =
+          diag_kdn_covariance_leaf(ch.decay, ch.process_noise, ch.key, ch.observation_noise, ch.information_scale);
+      const auto prec_leaf =
+          diag_kdn_precision_leaf(ch.decay, ch.process_noise, ch.key, ch.observation_noise, ch.information_scale);
+      const auto step = diag_kdn_covariance_step(covariance, ch.decay, ch.process_noise, ch.key, ch.observation_noise,
+                                                 ch.information_scale);
       RC_ASSERT(mobius_apply(cov_leaf, covariance) == step);
       RC_ASSERT(mobius_apply(prec_leaf, rational(1) / covariance) == rational(1) / step);
       RC_ASSERT(mobius_determinant(cov_leaf) == ch.decay * ch.decay);
@@ -94,17 +94,17 @@ TEST_SUITE("leaves") {
 
   TEST_CASE("leaves: the product of T leaves acts as T steps") {
     check_property("leaf_products_reproduce_iterated_steps", [] {
-      const auto steps = *rc::gen::container<std::vector<diag_channel>>(*rc::gen::inRange<std::size_t>(0, 24),
-                                                                           gen_diag_channel());
+      const auto steps =
+          *rc::gen::container<std::vector<diag_channel>>(*rc::gen::inRange<std::size_t>(0, 24), gen_diag_channel());
       const auto initial = *kt::gen_rational_positive();
       rational iterated = initial;
       mobius<rational> product = mobius_identity<rational>();
       for (const auto& ch : steps) {
         iterated = diag_kdn_covariance_step(iterated, ch.decay, ch.process_noise, ch.key, ch.observation_noise,
                                             ch.information_scale);
-        product = mobius_compose(diag_kdn_covariance_leaf(ch.decay, ch.process_noise, ch.key,
-                                                          ch.observation_noise, ch.information_scale),
-                                 product);
+        product = mobius_compose(
+            diag_kdn_covariance_leaf(ch.decay, ch.process_noise, ch.key, ch.observation_noise, ch.information_scale),
+            product);
       }
       RC_ASSERT(mobius_apply(product, initial) == iterated);
     });

@@ -27,14 +27,15 @@ tensor<R> random_tensor(const std::string& name, const shape_t& shape, const rc:
   return tensor<R>(name, shape, *rc::gen::container<std::vector<R>>(element_count(shape), element));
 }
 rc::Gen<R> gen_decay() {
-  return rc::gen::oneOf(rc::gen::just(R(1)), rc::gen::map(kt::gen_rational_positive(), [](const R& x) { return x / (1 + x); }));
+  return rc::gen::oneOf(rc::gen::just(R(1)),
+                        rc::gen::map(kt::gen_rational_positive(), [](const R& x) { return x / (1 + x); }));
 }
 struct sizes {
   std::size_t batch, tokens, heads, keys, values;
 };
 sizes gen_sizes(std::size_t keys) {
-  return {*rc::gen::inRange<std::size_t>(1, 3), *rc::gen::inRange<std::size_t>(1, 7), *rc::gen::inRange<std::size_t>(1, 3),
-          keys, *rc::gen::inRange<std::size_t>(1, 4)};
+  return {*rc::gen::inRange<std::size_t>(1, 3), *rc::gen::inRange<std::size_t>(1, 7),
+          *rc::gen::inRange<std::size_t>(1, 3), keys, *rc::gen::inRange<std::size_t>(1, 4)};
 }
 
 /// Keys c e_j: one non-zero channel per token, scale c != 0.
@@ -43,7 +44,8 @@ tensor<R> one_hot_keys(const sizes& n) {
   for (std::size_t b = 0; b < n.batch; ++b)
     for (std::size_t t = 0; t < n.tokens; ++t)
       for (std::size_t h = 0; h < n.heads; ++h)
-        k(b, t, h, *rc::gen::inRange<std::size_t>(0, n.keys)) = *kt::gen_rational_positive() * (*rc::gen::arbitrary<bool>() ? 1 : -1);
+        k(b, t, h, *rc::gen::inRange<std::size_t>(0, n.keys)) =
+            *kt::gen_rational_positive() * (*rc::gen::arbitrary<bool>() ? 1 : -1);
   return k;
 }
 
@@ -70,16 +72,31 @@ dense_inputs<R> as_dense(const diagonal_kdn_inputs<R>& d) {
   for (std::size_t b = 0; b < B; ++b)
     for (std::size_t h = 0; h < H; ++h)
       for (std::size_t i = 0; i < K; ++i) p0(b, h, i, i) = (*d.initial_covariance)(b, h, i);
-  return {d.q, d.k, d.v, dense_transition<R>::diagonal(d.g, gate_space::linear),
-          dense_process_noise<R>::diagonal(d.omega), d.r, d.initial_state, p0, d.scale};
+  return {d.q,
+          d.k,
+          d.v,
+          dense_transition<R>::diagonal(d.g, gate_space::linear),
+          dense_process_noise<R>::diagonal(d.omega),
+          d.r,
+          d.initial_state,
+          p0,
+          d.scale};
 }
 
 /// The isotropic inputs that coincide with a diagonal problem of K = 1 (omega and p_0 have one channel).
 isotropic_kdn_inputs<R> as_isotropic(const diagonal_kdn_inputs<R>& d) {
   const std::size_t B = d.q.dim(0), N = d.q.dim(1), H = d.q.dim(2);
-  return {d.q, d.k, d.v, d.g, gate_space::linear,
-          tensor<R>("omega", {B, N, H}, d.omega.data()), d.r, d.mu,
-          tensor<R>("initial_covariance", {B, H}, d.initial_covariance->data()), d.initial_state, d.scale};
+  return {d.q,
+          d.k,
+          d.v,
+          d.g,
+          gate_space::linear,
+          tensor<R>("omega", {B, N, H}, d.omega.data()),
+          d.r,
+          d.mu,
+          tensor<R>("initial_covariance", {B, H}, d.initial_covariance->data()),
+          d.initial_state,
+          d.scale};
 }
 }  // namespace
 
@@ -89,10 +106,17 @@ TEST_SUITE("models_cross") {
       const sizes n = gen_sizes(*rc::gen::inRange<std::size_t>(1, 4));
       const auto d = random_diagonal(n, random_tensor("k", {n.batch, n.tokens, n.heads, n.keys}, kt::gen_rational()));
       const isotropic_kdn_inputs<R> iso_in{
-          d.q, d.k, d.v, d.g, gate_space::linear,
-          random_tensor("omega", {n.batch, n.tokens, n.heads}, kt::gen_rational_nonneg()), d.r,
+          d.q,
+          d.k,
+          d.v,
+          d.g,
+          gate_space::linear,
+          random_tensor("omega", {n.batch, n.tokens, n.heads}, kt::gen_rational_nonneg()),
+          d.r,
           random_tensor("mu", {n.heads}, kt::gen_rational_positive()),
-          random_tensor("initial_covariance", {n.batch, n.heads}, kt::gen_rational_positive()), d.initial_state, d.scale};
+          random_tensor("initial_covariance", {n.batch, n.heads}, kt::gen_rational_positive()),
+          d.initial_state,
+          d.scale};
       const auto iso = isotropic_kdn_forward(iso_in, {1, true});
       fixed_gain_inputs<R> kda;
       kda.rule = fixed_gain_rule::kda;
@@ -122,8 +146,8 @@ TEST_SUITE("models_cross") {
       const tensor<R> beta = random_tensor("beta", {n.batch, n.tokens, n.heads}, kt::gen_rational());
       tensor<R> beta_k("gain", d.k.shape());
       for (std::size_t i = 0; i < beta_k.size(); ++i) beta_k.data()[i] = beta.data()[i / n.keys] * d.k.data()[i];
-      const auto memory = kdn_memory_forward(kdn_memory_inputs<R>{d.q, d.k, d.v, d.g, gate_space::linear, beta_k,
-                                                                  d.initial_state, d.scale});
+      const auto memory = kdn_memory_forward(
+          kdn_memory_inputs<R>{d.q, d.k, d.v, d.g, gate_space::linear, beta_k, d.initial_state, d.scale});
       two_key.gain.reset();
       two_key.beta = beta;
       const auto kda = fixed_gain_forward(two_key);

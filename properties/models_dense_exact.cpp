@@ -50,8 +50,7 @@ void draw_spd_into(tensor<R>& x, std::size_t at, std::size_t K, bool semidefinit
   for (Eigen::Index i = 0; i < L.rows(); ++i)
     for (Eigen::Index j = 0; j < L.cols(); ++j) L(i, j) = j <= i ? draw_small(2) : R(0);
   matrix A = L * L.transpose();
-  for (Eigen::Index i = 0; i < A.rows(); ++i)
-    A(i, i) += semidefinite ? R(draw_int(0, 2)) / 2 : draw_positive();
+  for (Eigen::Index i = 0; i < A.rows(); ++i) A(i, i) += semidefinite ? R(draw_int(0, 2)) / 2 : draw_positive();
   for (std::size_t i = 0; i < K; ++i)
     for (std::size_t j = 0; j < K; ++j)
       x.data()[at + i * K + j] = A(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j));
@@ -67,9 +66,7 @@ struct sizes {
   std::size_t B, L, H, K, V;
 };
 
-sizes draw_sizes() {
-  return {1, draw_size(1, 8), draw_size(1, 2), draw_size(1, 3), draw_size(1, 2)};
-}
+sizes draw_sizes() { return {1, draw_size(1, 8), draw_size(1, 2), draw_size(1, 3), draw_size(1, 2)}; }
 
 /// General inputs: D absent, diagonal or full (any real entries); Ω diagonal > 0 or full SPD (so
 /// the information form's M_t = D P Dᵀ + Ω is invertible whatever D); P_0 absent or SPD; S_0 absent
@@ -86,8 +83,7 @@ dense_inputs<R> draw_general(const sizes& n) {
     case 1:
       in.transition = dense_transition<R>::diagonal(draw_tensor("alpha", {B, L, H, K}, draw_small_default));
       break;
-    default:
-      in.transition = dense_transition<R>::full(draw_tensor("D", {B, L, H, K, K}, draw_small_default));
+    default: in.transition = dense_transition<R>::full(draw_tensor("D", {B, L, H, K, K}, draw_small_default));
   }
   if (*rc::gen::arbitrary<bool>())
     in.process_noise = dense_process_noise<R>::full(draw_spd("Omega", {B, L, H, K, K}, K));
@@ -156,8 +152,8 @@ TEST_SUITE("dense") {
         for (std::size_t h = 0; h < H; ++h) {
           // A = P_0⁻¹ + Σ k kᵀ / r, rhs = P_0⁻¹ S_0 + Σ k vᵀ / r, S_T = A⁻¹ rhs (one solve).
           const matrix P0 = slice(*in.initial_covariance, (b * H + h) * K * K, K, K);
-          const matrix S0 = in.initial_state ? slice(*in.initial_state, (b * H + h) * K * V, K, V)
-                                             : matrix(matrix::Zero(k_, v_));
+          const matrix S0 =
+              in.initial_state ? slice(*in.initial_state, (b * H + h) * K * V, K, V) : matrix(matrix::Zero(k_, v_));
           const matrix P0_inv = P0.fullPivLu().inverse();
           matrix A = P0_inv;
           matrix rhs = P0_inv * S0;

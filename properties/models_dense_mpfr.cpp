@@ -227,8 +227,10 @@ TEST_SUITE("dense") {
       eigen_range eigenvalues;
       eigenvalues.add_blocks(*exact.predicted_covariance, K);
       eigenvalues.add_blocks(*exact.covariance, K);
-      if (in.initial_covariance) eigenvalues.add_blocks(*in.initial_covariance, K);
-      else eigenvalues.add(Eigen::MatrixXd::Identity(static_cast<Eigen::Index>(K), static_cast<Eigen::Index>(K)));
+      if (in.initial_covariance)
+        eigenvalues.add_blocks(*in.initial_covariance, K);
+      else
+        eigenvalues.add(Eigen::MatrixXd::Identity(static_cast<Eigen::Index>(K), static_cast<Eigen::Index>(K)));
       const double kappa = eigenvalues.condition();
       const double u = std::ldexp(1.0, -static_cast<int>(scalar_traits<mpfr_real>::precision_bits()));
       const double C = 256.0 * std::pow(static_cast<double>(K), 3) * static_cast<double>(L) * kappa * kappa;
@@ -307,9 +309,10 @@ TEST_SUITE("dense") {
       for (const auto& x : dense.covariance->data()) sigma_P = std::max(sigma_P, std::fabs(to_double(x)));
       if (in.initial_state)
         for (const auto& x : in.initial_state->data()) sigma_S = std::max(sigma_S, std::fabs(to_double(x)));
-      require_within(dense.final_state, ridge_state, [&](std::size_t) { return C * u * sigma_S; }, "moment form");
-      require_within(dense.final_covariance, ridge_covariance, [&](std::size_t) { return C * u * sigma_P; },
-                     "moment form");
+      require_within(
+          dense.final_state, ridge_state, [&](std::size_t) { return C * u * sigma_S; }, "moment form");
+      require_within(
+          dense.final_covariance, ridge_covariance, [&](std::size_t) { return C * u * sigma_P; }, "moment form");
     });
   }
 

@@ -84,11 +84,11 @@ diagonal_kdn_inputs<R> gen_diag_inputs(const kdn_sizes& s, bool broadcast) {
   in.r = gen_tensor("r", shape({s.batch, s.tokens, s.heads}), kt::gen_rational_positive());
   if (present()) in.mu = gen_tensor("mu", shape({s.heads}), kt::gen_rational_positive());
   if (present())
-    in.initial_covariance = gen_tensor("initial_covariance", shape({s.batch, s.heads, s.key_dim}),
-                                       kt::gen_rational_positive());
+    in.initial_covariance =
+        gen_tensor("initial_covariance", shape({s.batch, s.heads, s.key_dim}), kt::gen_rational_positive());
   if (present())
-    in.initial_state = gen_tensor("initial_state", shape({s.batch, s.heads, s.key_dim, s.value_dim}),
-                                  kt::gen_rational());
+    in.initial_state =
+        gen_tensor("initial_state", shape({s.batch, s.heads, s.key_dim, s.value_dim}), kt::gen_rational());
   in.scale = broadcast ? gen_scale(s.key_dim) : std::optional<R>(*kt::gen_rational_positive());
   return in;
 }
@@ -109,8 +109,8 @@ isotropic_kdn_inputs<R> gen_iso_inputs(const kdn_sizes& s, bool broadcast) {
   if (present())
     in.initial_covariance = gen_tensor("initial_covariance", shape({s.batch, s.heads}), kt::gen_rational_positive());
   if (present())
-    in.initial_state = gen_tensor("initial_state", shape({s.batch, s.heads, s.key_dim, s.value_dim}),
-                                  kt::gen_rational());
+    in.initial_state =
+        gen_tensor("initial_state", shape({s.batch, s.heads, s.key_dim, s.value_dim}), kt::gen_rational());
   in.scale = broadcast ? gen_scale(s.key_dim) : std::optional<R>(*kt::gen_rational_positive());
   return in;
 }
@@ -121,8 +121,8 @@ kdn_scan_options gen_scan(std::size_t tokens) {
   const scan_schedule schedule = *rc::gen::weightedOneOf<scan_schedule>(
       {{4, rc::gen::just(scan_schedule::chunked)}, {1, rc::gen::elementOf(all_scan_schedules)}});
   const std::size_t scan_chunk = *kt::gen_chunk_size(tokens);
-  const rescale_mode rescale = *rc::gen::element(rescale_mode::none, rescale_mode::trace, rescale_mode::max_entry,
-                                                 rescale_mode::power_of_two);
+  const rescale_mode rescale =
+      *rc::gen::element(rescale_mode::none, rescale_mode::trace, rescale_mode::max_entry, rescale_mode::power_of_two);
   return {schedule, scan_chunk, rescale, *kt::gen_chunk_size(tokens)};
 }
 
@@ -329,11 +329,17 @@ TEST_SUITE("kdn") {
       kdn_sizes s = gen_sizes(1, 6);
       s.key_dim = 1;
       const auto d = gen_diag_inputs(s, false);
-      isotropic_kdn_inputs<R> iso{d.q, d.k, d.v, d.g, d.gates,
+      isotropic_kdn_inputs<R> iso{d.q,
+                                  d.k,
+                                  d.v,
+                                  d.g,
+                                  d.gates,
                                   tensor<R>("omega", {s.batch, s.tokens, s.heads}, d.omega.data()),
-                                  d.r, d.mu,
+                                  d.r,
+                                  d.mu,
                                   tensor<R>("initial_covariance", {s.batch, s.heads}, d.initial_covariance->data()),
-                                  d.initial_state, d.scale};
+                                  d.initial_state,
+                                  d.scale};
       const auto a = diagonal_kdn_forward(d, {1, true});
       const auto b = isotropic_kdn_forward(iso, {1, true});
       RC_ASSERT(a.o.data() == b.o.data());
@@ -341,7 +347,8 @@ TEST_SUITE("kdn") {
       RC_ASSERT(a.final_covariance.data() == b.final_covariance.data());
       RC_ASSERT(a.readout_variance.data() == b.readout_variance.data());
       RC_ASSERT(a.predicted_covariance->data() == b.predicted_covariance->data());
-      for (std::size_t n = 0; n < a.gain->size(); ++n) RC_ASSERT(a.gain->data()[n] == b.beta->data()[n] * d.k.data()[n]);
+      for (std::size_t n = 0; n < a.gain->size(); ++n)
+        RC_ASSERT(a.gain->data()[n] == b.beta->data()[n] * d.k.data()[n]);
     });
   }
 
@@ -357,8 +364,8 @@ TEST_SUITE("kdn") {
         for (std::size_t t = 0; t < s.tokens; ++t)
           for (std::size_t h = 0; h < s.heads; ++h)
             for (std::size_t i = 0; i < s.key_dim; ++i) gain(b, t, h, i) = (*iso.beta)(b, t, h) * in.k(b, t, h, i);
-      const auto memory = kdn_memory_forward(
-          kdn_memory_inputs<R>{in.q, in.k, in.v, in.g, in.gates, gain, in.initial_state, in.scale});
+      const auto memory =
+          kdn_memory_forward(kdn_memory_inputs<R>{in.q, in.k, in.v, in.g, in.gates, gain, in.initial_state, in.scale});
       RC_ASSERT(memory.o.data() == iso.o.data());
       RC_ASSERT(memory.final_state.data() == iso.final_state.data());
     });

@@ -124,8 +124,7 @@ std::size_t gen_length() {
 void gen_decays(tensor<M>& g, gate_space& gates, const shape_t& shape) {
   gates = *rc::gen::element(gate_space::linear, gate_space::log);
   if (gates == gate_space::linear)
-    g = gen_tensor("g", shape,
-                   rc::gen::oneOf(rc::gen::just(1.0), gen_dyadic(32, 63, 6), gen_dyadic(1, 64, 6)));
+    g = gen_tensor("g", shape, rc::gen::oneOf(rc::gen::just(1.0), gen_dyadic(32, 63, 6), gen_dyadic(1, 64, 6)));
   else
     g = gen_tensor("g", shape, rc::gen::oneOf(rc::gen::just(0.0), gen_dyadic(-64, 0, 6)));
 }
@@ -176,12 +175,12 @@ kdn_scan_options gen_scan(std::size_t tokens) {
   const scan_schedule schedule = *rc::gen::weightedOneOf<scan_schedule>(
       {{3, rc::gen::just(scan_schedule::chunked)}, {1, rc::gen::elementOf(all_scan_schedules)}});
   const std::size_t scan_chunk = *kt::gen_chunk_size(tokens);
-  const rescale_mode rescale = *rc::gen::element(rescale_mode::none, rescale_mode::trace, rescale_mode::max_entry,
-                                                 rescale_mode::power_of_two);
+  const rescale_mode rescale =
+      *rc::gen::element(rescale_mode::none, rescale_mode::trace, rescale_mode::max_entry, rescale_mode::power_of_two);
   // Memory chunks 1, 2, 3, 16, 64, or one chunk longer than T for T <= 64 only: the chunked form's
   // triangular inverse costs n³ per chunk.
-  const std::size_t memory_chunk = tokens <= 64 ? *kt::gen_chunk_size(tokens)
-                                                : *rc::gen::element<std::size_t>(1, 2, 3, 16, 64);
+  const std::size_t memory_chunk =
+      tokens <= 64 ? *kt::gen_chunk_size(tokens) : *rc::gen::element<std::size_t>(1, 2, 3, 16, 64);
   return {schedule, scan_chunk, rescale, memory_chunk};
 }
 
@@ -214,7 +213,8 @@ void assert_log_close(const M& x, const M& y, const M& eps, const budget& bd) {
 
 /// Sequential intermediates of one token of the memory, replayed at p bits (see (4a)).
 struct memory_step {
-  std::vector<M> previous, alpha, decayed, innovation, write, state, scaled_query, gain;  // S_{t−1}, α̂, Ŝ, e, w, S, fl(τq), κ
+  std::vector<M> previous, alpha, decayed, innovation, write, state, scaled_query,
+      gain;  // S_{t−1}, α̂, Ŝ, e, w, S, fl(τq), κ
 };
 
 /// Replays the sequential memory S_t = (I − κ_t k_tᵀ) diag(α_t) S_{t−1} + κ_t v_tᵀ with the
@@ -377,9 +377,9 @@ struct running_ops {
 /// r = 1, erase key k, write key κ^par), operation by operation, checks it reproduces the parallel
 /// outputs bit for bit, and bounds its distance from X*. Runs inside the check scope.
 memory_bound chunked_memory_bound(const tensor<M>& q, const tensor<M>& k, const tensor<M>& v, const tensor<M>& g,
-                                  gate_space gates, const tensor<M>& gain, const tensor<M>& initial_state,
-                                  const M& tau, std::size_t chunk_size, const tensor<M>& o_par,
-                                  const tensor<M>& final_par, const budget& bd) {
+                                  gate_space gates, const tensor<M>& gain, const tensor<M>& initial_state, const M& tau,
+                                  std::size_t chunk_size, const tensor<M>& o_par, const tensor<M>& final_par,
+                                  const budget& bd) {
   const std::size_t N = q.dim(1), K = q.dim(3), V = v.dim(3);
   const running_ops ops{static_cast<mpfr_prec_t>(bd.p), bd.lambda};
   memory_bound out{std::vector<M>(N * V), std::vector<M>(K * V, M(0))};
@@ -395,7 +395,8 @@ memory_bound chunked_memory_bound(const tensor<M>& q, const tensor<M>& k, const 
     // fl(τ q): the same numbers as the sequential form's read vector, exact inputs of X*.
     std::vector<std::vector<M>> sq(n, std::vector<M>(K));
     for (std::size_t t = 0; t < n; ++t)
-      for (std::size_t i = 0; i < K; ++i) sq[t][i] = ops.mul(running_ops::exact(tau), running_ops::exact(q(0, c0 + t, 0, i))).v;
+      for (std::size_t i = 0; i < K; ++i)
+        sq[t][i] = ops.mul(running_ops::exact(tau), running_ops::exact(q(0, c0 + t, 0, i))).v;
 
     // Γ_t and 1/Γ_t: cumsum of log gates and e^{±G}, or the cumulative product of linear decays.
     std::vector<std::vector<tracked>> gamma(n, std::vector<tracked>(K)), gamma_inv(n, std::vector<tracked>(K));
@@ -414,14 +415,17 @@ memory_bound chunked_memory_bound(const tensor<M>& q, const tensor<M>& k, const 
         }
       }
     }
-    const auto ratio = [&](std::size_t t, std::size_t j, std::size_t i) { return ops.mul(gamma[t][i], gamma_inv[j][i]); };
+    const auto ratio = [&](std::size_t t, std::size_t j, std::size_t i) {
+      return ops.mul(gamma[t][i], gamma_inv[j][i]);
+    };
 
     // A_tj = 1 · Σ_i (e_ti ρ_tj,i) w_ji (the product by r_t = 1 is exact), 𝒯 by forward substitution.
     std::vector<std::vector<tracked>> A(n, std::vector<tracked>(n, running_ops::exact(M(0))));
     for (std::size_t t = 0; t < n; ++t)
       for (std::size_t j = 0; j < t; ++j) {
         tracked dot = running_ops::exact(M(0));
-        for (std::size_t i = 0; i < K; ++i) dot = ops.add(dot, ops.mul(ops.mul(key(t, i), ratio(t, j, i)), write(j, i)));
+        for (std::size_t i = 0; i < K; ++i)
+          dot = ops.add(dot, ops.mul(ops.mul(key(t, i), ratio(t, j, i)), write(j, i)));
         A[t][j] = dot;
       }
     std::vector<std::vector<tracked>> Tm(n, std::vector<tracked>(n, running_ops::exact(M(0))));
@@ -434,7 +438,8 @@ memory_bound chunked_memory_bound(const tensor<M>& q, const tensor<M>& k, const 
       }
     }
     // X_t = 1 · (Γ_t ⊙ e_t), Y_t = 1 · v_t (exact); W = 𝒯 X, U = 𝒯 Y, Ũ = U − W S.
-    std::vector<std::vector<tracked>> X(n, std::vector<tracked>(K)), Wm(n, std::vector<tracked>(K, running_ops::exact(M(0)))),
+    std::vector<std::vector<tracked>> X(n, std::vector<tracked>(K)),
+        Wm(n, std::vector<tracked>(K, running_ops::exact(M(0)))),
         Ut(n, std::vector<tracked>(V, running_ops::exact(M(0))));
     for (std::size_t t = 0; t < n; ++t)
       for (std::size_t i = 0; i < K; ++i) X[t][i] = ops.mul(gamma[t][i], key(t, i));
@@ -456,11 +461,13 @@ memory_bound chunked_memory_bound(const tensor<M>& q, const tensor<M>& k, const 
     for (std::size_t i = 0; i < K; ++i) map[i * K + i] = M(1);
     for (std::size_t t = 0; t < n; ++t) {
       std::vector<M> alpha(K);
-      for (std::size_t i = 0; i < K; ++i) alpha[i] = gates == gate_space::log ? M(exp(g(0, c0 + t, 0, i))) : g(0, c0 + t, 0, i);
+      for (std::size_t i = 0; i < K; ++i)
+        alpha[i] = gates == gate_space::log ? M(exp(g(0, c0 + t, 0, i))) : g(0, c0 + t, 0, i);
       for (std::size_t a = 0; a < K; ++a)
         for (std::size_t b = 0; b < K; ++b) {
           M s = alpha[a] * map[a * K + b];  // (D M)_ab
-          for (std::size_t i = 0; i < K; ++i) s -= gain(0, c0 + t, 0, a) * k(0, c0 + t, 0, i) * alpha[i] * map[i * K + b];
+          for (std::size_t i = 0; i < K; ++i)
+            s -= gain(0, c0 + t, 0, a) * k(0, c0 + t, 0, i) * alpha[i] * map[i * K + b];
           next_map[a * K + b] = s;
         }
       map = next_map;
@@ -523,7 +530,8 @@ void assert_memory_within_bound(const memory_bound& sequential, const memory_bou
     const M difference = abs(a - b);
     RC_ASSERT(difference <= bound * bd.slack);
     if (difference > 0) worst_memory_ratio = std::max(worst_memory_ratio, to_double<M>(log2(difference / bound)));
-    if (largest > 0) worst_memory_relative_bound = std::max(worst_memory_relative_bound, to_double<M>(log2(bound / largest)));
+    if (largest > 0)
+      worst_memory_relative_bound = std::max(worst_memory_relative_bound, to_double<M>(log2(bound / largest)));
   };
   for (std::size_t x = 0; x < o_seq.size(); ++x)
     check(o_par.data()[x], o_seq.data()[x], sequential.o[x] + chunked.o[x]);
@@ -558,20 +566,21 @@ TEST_SUITE("kdn") {
       const auto par = diagonal_kdn_parallel(in, scan, {1, true});
       const std::size_t N = s.tokens, K = s.key_dim;
       const M tau = query_scale(in.scale, K);
-      const auto steps = replay(in.q, in.k, in.v, in.g, in.gates, *in.initial_state, tau,
-                                [&](std::size_t t) {
-                                  std::vector<M> kappa(K);
-                                  for (std::size_t i = 0; i < K; ++i) kappa[i] = (*seq.gain)(0, t, 0, i);
-                                  return kappa;
-                                },
-                                seq.o, seq.final_state);
+      const auto steps = replay(
+          in.q, in.k, in.v, in.g, in.gates, *in.initial_state, tau,
+          [&](std::size_t t) {
+            std::vector<M> kappa(K);
+            for (std::size_t i = 0; i < K; ++i) kappa[i] = (*seq.gain)(0, t, 0, i);
+            return kappa;
+          },
+          seq.o, seq.final_state);
 
       const precision_scope check_scope(2 * p + 64);
       const budget bd = make_budget(p);
       const double rs = compose_cost(scan.rescale), Kd = static_cast<double>(K);
       // σ_p(t) of both forms (t = number of tokens seen), in units of λ.
       const auto cov = [&](std::size_t t) { return 9.0 * double(t) + parallel_covariance_budget(t, 5, rs); };
-      const auto predicted = [&](std::size_t t) { return cov(t - 1) + 6; };           // t >= 1
+      const auto predicted = [&](std::size_t t) { return cov(t - 1) + 6; };          // t >= 1
       const auto gain = [&](std::size_t t) { return predicted(t) + 2 * (Kd + 4); };  // t >= 1
       for (std::size_t t = 0; t < N; ++t) {
         for (std::size_t i = 0; i < K; ++i) {
@@ -579,21 +588,18 @@ TEST_SUITE("kdn") {
                            bd.of(predicted(t + 1)), bd);
           assert_log_close((*par.gain)(0, t, 0, i), (*seq.gain)(0, t, 0, i), bd.of(gain(t + 1)), bd);
         }
-        assert_log_close(par.readout_variance(0, t, 0), seq.readout_variance(0, t, 0), bd.of(cov(t + 1) + 2 * Kd),
-                         bd);
+        assert_log_close(par.readout_variance(0, t, 0), seq.readout_variance(0, t, 0), bd.of(cov(t + 1) + 2 * Kd), bd);
       }
       for (std::size_t i = 0; i < K; ++i)
         assert_log_close(par.final_covariance(0, 0, i), seq.final_covariance(0, 0, i), bd.of(cov(N)), bd);
-      const memory_bound sequential =
-          sequential_memory_bound(steps, in.k, in.gates, [&](std::size_t t) { return gain(t + 1); }, bd);
-      const memory_bound chunked =
-          chunked_memory_bound(in.q, in.k, in.v, in.g, in.gates, *par.gain, *in.initial_state, tau,
-                               scan.memory_chunk_size, par.o, par.final_state, bd);
+      const memory_bound sequential = sequential_memory_bound(
+          steps, in.k, in.gates, [&](std::size_t t) { return gain(t + 1); }, bd);
+      const memory_bound chunked = chunked_memory_bound(in.q, in.k, in.v, in.g, in.gates, *par.gain, *in.initial_state,
+                                                        tau, scan.memory_chunk_size, par.o, par.final_state, bd);
       assert_memory_within_bound(sequential, chunked, par.o, seq.o, par.final_state, seq.final_state, bd);
     });
-    MESSAGE("kdn mpfr256 memory: worst log2(observed / bound) " << worst_memory_ratio
-                                                                << ", worst log2(bound / max |o|) "
-                                                                << worst_memory_relative_bound);
+    MESSAGE("kdn mpfr256 memory: worst log2(observed / bound) "
+            << worst_memory_ratio << ", worst log2(bound / max |o|) " << worst_memory_relative_bound);
   }
 
   TEST_CASE("kdn: isotropic parallel form within the derived bound of the sequential one (MPFR 256, T <= 4096)") {
@@ -608,14 +614,14 @@ TEST_SUITE("kdn") {
       const auto par = isotropic_kdn_parallel(in, scan, {1, true});
       const std::size_t N = s.tokens, K = s.key_dim;
       const M tau = query_scale(in.scale, K);
-      const auto steps = replay(in.q, in.k, in.v, in.g, in.gates, *in.initial_state, tau,
-                                [&](std::size_t t) {
-                                  std::vector<M> kappa(K);
-                                  for (std::size_t i = 0; i < K; ++i)
-                                    kappa[i] = (*seq.beta)(0, t, 0) * in.k(0, t, 0, i);
-                                  return kappa;
-                                },
-                                seq.o, seq.final_state);
+      const auto steps = replay(
+          in.q, in.k, in.v, in.g, in.gates, *in.initial_state, tau,
+          [&](std::size_t t) {
+            std::vector<M> kappa(K);
+            for (std::size_t i = 0; i < K; ++i) kappa[i] = (*seq.beta)(0, t, 0) * in.k(0, t, 0, i);
+            return kappa;
+          },
+          seq.o, seq.final_state);
       // The parallel form's memory gains κ_t = fl(β_t k_t), as models/kdn_parallel.hpp forms them.
       tensor<M> par_gain("gain", {1, N, 1, K});
       for (std::size_t t = 0; t < N; ++t)
@@ -636,16 +642,14 @@ TEST_SUITE("kdn") {
         assert_log_close(par.readout_variance(0, t, 0), seq.readout_variance(0, t, 0), bd.of(cov(t + 1) + 2), bd);
       }
       assert_log_close(par.final_covariance(0, 0), seq.final_covariance(0, 0), bd.of(cov(N)), bd);
-      const memory_bound sequential =
-          sequential_memory_bound(steps, in.k, in.gates, [&](std::size_t t) { return beta(t + 1) + 2; }, bd);
-      const memory_bound chunked =
-          chunked_memory_bound(in.q, in.k, in.v, in.g, in.gates, par_gain, *in.initial_state, tau,
-                               scan.memory_chunk_size, par.o, par.final_state, bd);
+      const memory_bound sequential = sequential_memory_bound(
+          steps, in.k, in.gates, [&](std::size_t t) { return beta(t + 1) + 2; }, bd);
+      const memory_bound chunked = chunked_memory_bound(in.q, in.k, in.v, in.g, in.gates, par_gain, *in.initial_state,
+                                                        tau, scan.memory_chunk_size, par.o, par.final_state, bd);
       assert_memory_within_bound(sequential, chunked, par.o, seq.o, par.final_state, seq.final_state, bd);
     });
-    MESSAGE("kdn mpfr256 memory: worst log2(observed / bound) " << worst_memory_ratio
-                                                                << ", worst log2(bound / max |o|) "
-                                                                << worst_memory_relative_bound);
+    MESSAGE("kdn mpfr256 memory: worst log2(observed / bound) "
+            << worst_memory_ratio << ", worst log2(bound / max |o|) " << worst_memory_relative_bound);
   }
 
   TEST_CASE("kdn: threads = 3 is bit-identical to threads = 1 (MPFR 256)") {

@@ -70,10 +70,10 @@ inline std::optional<shape_t> gen_prior_shape(const kla_sizes& n) {
 /// Element generators for one problem.
 template <class T>
 struct kla_value_gens {
-  rc::Gen<T> signed_value;    // q, k, v, eta_0
-  rc::Gen<T> positive;        // Lambda, lambda_0
-  rc::Gen<T> decay;           // ā in (0, 1]
-  rc::Gen<T> nonnegative;     // p̄
+  rc::Gen<T> signed_value;  // q, k, v, eta_0
+  rc::Gen<T> positive;      // Lambda, lambda_0
+  rc::Gen<T> decay;         // ā in (0, 1]
+  rc::Gen<T> nonnegative;   // p̄
 };
 
 template <class T>
@@ -130,7 +130,7 @@ using namespace kalman_oracle::testing::kla;
 using kalman_oracle::testing::check_property;
 
 constexpr std::array<rescale_mode, 4> all_rescale_modes = {rescale_mode::none, rescale_mode::trace,
-                                                            rescale_mode::max_entry, rescale_mode::power_of_two};
+                                                           rescale_mode::max_entry, rescale_mode::power_of_two};
 constexpr std::array<kla_recovery, 2> all_recoveries = {kla_recovery::exclusive_scan, kla_recovery::inversion};
 
 /// Every output equal (internals included when both have them).
@@ -147,7 +147,6 @@ kla_sizes gen_short_sizes() {
   return {*rc::gen::inRange<std::size_t>(1, 3), *rc::gen::inRange<std::size_t>(1, 9),
           *rc::gen::inRange<std::size_t>(1, 3), *rc::gen::inRange<std::size_t>(1, 4)};
 }
-
 
 // ---- MPFR at 256 bits: the derived bound --------------------------------------------------------
 //
@@ -203,8 +202,9 @@ kla_sizes gen_short_sizes() {
 
 /// Values m 2^(e − 20), m in [1, 2^20), e in [lo, hi]: exact doubles over many binades.
 rc::Gen<double> gen_scaled(int lo, int hi) {
-  return rc::gen::map(rc::gen::pair(rc::gen::inRange<long>(1, 1 << 20), rc::gen::inRange<int>(lo, hi + 1)),
-                      [](std::pair<long, int> me) { return std::ldexp(static_cast<double>(me.first), me.second - 20); });
+  return rc::gen::map(
+      rc::gen::pair(rc::gen::inRange<long>(1, 1 << 20), rc::gen::inRange<int>(lo, hi + 1)),
+      [](std::pair<long, int> me) { return std::ldexp(static_cast<double>(me.first), me.second - 20); });
 }
 
 /// Element generators for MPFR problems: zeros, small integers, many binades (2^-28 to 2^8),
@@ -225,8 +225,8 @@ kla_value_gens<double> double_gens() {
 
 /// Lengths up to 4096: the long ones with a single element (M = S = 1) to keep the suite fast.
 kla_sizes gen_mpfr_sizes() {
-  const std::size_t tokens = *rc::gen::oneOf(rc::gen::element<std::size_t>(1, 2, 3, 64, 1000, 4096),
-                                             rc::gen::inRange<std::size_t>(1, 301));
+  const std::size_t tokens =
+      *rc::gen::oneOf(rc::gen::element<std::size_t>(1, 2, 3, 64, 1000, 4096), rc::gen::inRange<std::size_t>(1, 301));
   if (tokens > 300) return {1, tokens, 1, 1};
   return {1, tokens, *rc::gen::inRange<std::size_t>(1, 3), *rc::gen::inRange<std::size_t>(1, 4)};
 }
@@ -251,8 +251,8 @@ tensor<To> convert(const tensor<double>& x) {
 
 template <class To>
 kla_inputs<To> convert_inputs(const kla_inputs<double>& in) {
-  kla_inputs<To> out{convert<To>(in.q),      convert<To>(in.k),     convert<To>(in.v), convert<To>(in.Lambda),
-                     convert<To>(in.a_bar),  convert<To>(in.p_bar), std::nullopt,      std::nullopt};
+  kla_inputs<To> out{convert<To>(in.q),     convert<To>(in.k),     convert<To>(in.v), convert<To>(in.Lambda),
+                     convert<To>(in.a_bar), convert<To>(in.p_bar), std::nullopt,      std::nullopt};
   if (in.lambda_0) out.lambda_0 = convert<To>(*in.lambda_0);
   if (in.eta_0) out.eta_0 = convert<To>(*in.eta_0);
   return out;
@@ -424,7 +424,8 @@ void check_within_bound(const kla_inputs<mpfi_interval>& in, const kla_outputs<m
         y_bound += gamma_k(c, n.state - 1) * y_scale;
         RC_ASSERT(certainly_le(abs(exactly(out.y(b, t, m)) - y), y_bound));
         if (any_query)  // |log(ỹ_var / y_var)| <= E_λ(t) + (S + 1) ℓ
-          RC_ASSERT(within_log_error(out.y_var(b, t, m), y_var, table.up[t + 1] * var_up, table.down[t + 1] * var_down));
+          RC_ASSERT(
+              within_log_error(out.y_var(b, t, m), y_var, table.up[t + 1] * var_up, table.down[t + 1] * var_down));
         else
           RC_ASSERT(out.y_var(b, t, m) == 0);
       }

@@ -10,10 +10,9 @@ using kalman_oracle::testing::check_property;
 namespace {
 /// A positive MPFR value m 2^e, m in [1, 2^20), e in [lo, hi]: many binades, exact.
 rc::Gen<mpfr_real> gen_positive_mpfr(int lo, int hi) {
-  return rc::gen::map(rc::gen::pair(rc::gen::inRange<long>(1, 1 << 20), rc::gen::inRange<int>(lo, hi + 1)),
-                      [](std::pair<long, int> me) {
-                        return scalar_traits<mpfr_real>::ldexp(mpfr_real(me.first), me.second - 20);
-                      });
+  return rc::gen::map(
+      rc::gen::pair(rc::gen::inRange<long>(1, 1 << 20), rc::gen::inRange<int>(lo, hi + 1)),
+      [](std::pair<long, int> me) { return scalar_traits<mpfr_real>::ldexp(mpfr_real(me.first), me.second - 20); });
 }
 
 mpfr_real relative_difference(const mpfr_real& x, const mpfr_real& reference) {

@@ -102,7 +102,8 @@ void check_words(scan_schedule schedule) {
     const word_monoid words;
     assert_equals_fold(schedule, words, xs, chunk_size);
     // And the fold itself is the formal product: inclusive[t] = (0, 1, …, t).
-    const auto inclusive = kalman_oracle::inclusive_scan(schedule, words, std::span<const std::vector<int>>(xs), chunk_size);
+    const auto inclusive =
+        kalman_oracle::inclusive_scan(schedule, words, std::span<const std::vector<int>>(xs), chunk_size);
     for (std::size_t t = 0; t < n; ++t) {
       RC_ASSERT(inclusive[t].size() == t + 1);
       for (std::size_t j = 0; j <= t; ++j) RC_ASSERT(inclusive[t][j] == static_cast<int>(j));
@@ -125,16 +126,14 @@ void check_affine(scan_schedule schedule) {
 }  // namespace
 
 // One test case per schedule and family, so each shows up (and fails) on its own.
-#define KALMAN_ORACLE_SCAN_FOLD_TESTS(schedule)                                               \
-  TEST_CASE("scan: " #schedule " equals the fold over rational Möbius maps") {                \
-    check_mobius(scan_schedule::schedule);                                                    \
-  }                                                                                           \
-  TEST_CASE("scan: " #schedule " equals the fold over the free monoid of words") {            \
-    check_words(scan_schedule::schedule);                                                     \
-  }                                                                                           \
-  TEST_CASE("scan: " #schedule " equals the fold over rational affine maps") {                \
-    check_affine(scan_schedule::schedule);                                                    \
-  }
+#define KALMAN_ORACLE_SCAN_FOLD_TESTS(schedule)                                    \
+  TEST_CASE("scan: " #schedule " equals the fold over rational Möbius maps") {     \
+    check_mobius(scan_schedule::schedule);                                         \
+  }                                                                                \
+  TEST_CASE("scan: " #schedule " equals the fold over the free monoid of words") { \
+    check_words(scan_schedule::schedule);                                          \
+  }                                                                                \
+  TEST_CASE("scan: " #schedule " equals the fold over rational affine maps") { check_affine(scan_schedule::schedule); }
 
 TEST_SUITE("scan") {
   KALMAN_ORACLE_SCAN_FOLD_TESTS(sequential)

@@ -129,7 +129,7 @@ void assert_within_bound(const std::string& what, const matrix& s, const matrix&
   if (f_max > s_max * 1.5) j = -1;
   if (mode == rescale_mode::none) RC_ASSERT(j == 0);
 
-  const precision_scope check_scope(2 * p + 64);  // products of two p-bit values are exact here
+  const precision_scope check_scope(2 * p + 64);                   // products of two p-bit values are exact here
   const mpfi_interval k(static_cast<unsigned long>(r) * (m - 1));  // K = r (m - 1), exact
   const mpfi_interval log_ratio_bound = mpfi_interval(2) * k * constants.log_lambda;  // B_K
   const mpfi_interval gamma = k * constants.u / (mpfi_interval(1) - k * constants.u);
@@ -194,9 +194,11 @@ void check_schedule(scan_schedule schedule) {
     const std::vector<matrix> exclusive = kalman_oracle::exclusive_scan(schedule, monoid, leaves, chunk_size);
     RC_ASSERT(inclusive.size() == n);
     RC_ASSERT(exclusive.size() == n);
-    for (std::size_t t = 0; t < n; ++t) assert_within_bound("inclusive[" + std::to_string(t) + "]", inclusive[t], fold[t], t + 1, r, mode, constants);
+    for (std::size_t t = 0; t < n; ++t)
+      assert_within_bound("inclusive[" + std::to_string(t) + "]", inclusive[t], fold[t], t + 1, r, mode, constants);
     if (n > 0) RC_ASSERT(exclusive[0] == monoid.identity());
-    for (std::size_t t = 1; t < n; ++t) assert_within_bound("exclusive[" + std::to_string(t) + "]", exclusive[t], fold[t - 1], t, r, mode, constants);
+    for (std::size_t t = 1; t < n; ++t)
+      assert_within_bound("exclusive[" + std::to_string(t) + "]", exclusive[t], fold[t - 1], t, r, mode, constants);
   });
 }
 

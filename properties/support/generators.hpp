@@ -21,8 +21,7 @@ inline rational rational_pow2(long e) { return scalar_traits<rational>::ldexp(ra
 /// Non-negative rationals: 0, small integers, fractions, scaled by 2^±64, and 1 ± 2^-k.
 inline rc::Gen<rational> gen_rational_nonneg() {
   return rc::gen::oneOf(
-      rc::gen::just(rational(0)),
-      rc::gen::map(rc::gen::inRange<long>(0, 10), [](long n) { return rational(n); }),
+      rc::gen::just(rational(0)), rc::gen::map(rc::gen::inRange<long>(0, 10), [](long n) { return rational(n); }),
       rc::gen::map(rc::gen::pair(rc::gen::inRange<long>(0, 1000), rc::gen::inRange<long>(1, 1000)),
                    [](std::pair<long, long> pq) { return rational(pq.first) / rational(pq.second); }),
       rc::gen::map(rc::gen::pair(rc::gen::inRange<long>(1, 64), rc::gen::inRange<long>(-64, 65)),
@@ -78,14 +77,14 @@ inline rc::Gen<mobius<rational>> gen_mobius_nonneg(rc::Gen<rational> entry = gen
 
 /// Möbius maps that send positive x to positive values (entries >= 0 and c x + d > 0 for x > 0).
 inline rc::Gen<mobius<rational>> gen_mobius_leaf(rc::Gen<rational> entry = gen_rational_nonneg()) {
-  return rc::gen::suchThat(gen_mobius_nonneg(entry), [](const mobius<rational>& m) {
-    return m.d > 0 && (m.a > 0 || m.b > 0);
-  });
+  return rc::gen::suchThat(gen_mobius_nonneg(entry),
+                           [](const mobius<rational>& m) { return m.d > 0 && (m.a > 0 || m.b > 0); });
 }
 
 inline rc::Gen<affine<rational>> gen_affine(rc::Gen<rational> entry = gen_rational()) {
-  return rc::gen::map(rc::gen::pair(entry, entry),
-                      [](std::pair<rational, rational> ar) { return affine<rational>{ar.first, ar.second}; });
+  return rc::gen::map(rc::gen::pair(entry, entry), [](std::pair<rational, rational> ar) {
+    return affine<rational>{ar.first, ar.second};
+  });
 }
 
 /// Sequence lengths the scan properties must cover (issue 2), or a random one up to 300.
@@ -96,9 +95,7 @@ inline rc::Gen<std::size_t> gen_scan_length() {
 
 /// Chunk sizes for the chunked scan: 1, 2, 3, 16, 64, or larger than the sequence of length n.
 inline rc::Gen<std::size_t> gen_chunk_size(std::size_t n) {
-  return rc::gen::oneOf(rc::gen::element<std::size_t>(1, 2, 3, 16, 64),
-                        rc::gen::inRange<std::size_t>(n + 1, n + 100));
+  return rc::gen::oneOf(rc::gen::element<std::size_t>(1, 2, 3, 16, 64), rc::gen::inRange<std::size_t>(n + 1, n + 100));
 }
 
 }  // namespace kalman_oracle::testing
-

@@ -15,8 +15,8 @@
 #include "grad_generators.hpp"
 #include "kalman_oracle/grad/common.hpp"
 #include "kalman_oracle/grad/truth.hpp"
-#include "kalman_oracle/tensor/tensor.hpp"
 #include "kalman_oracle/scalar/traits.hpp"
+#include "kalman_oracle/tensor/tensor.hpp"
 
 namespace kalman_oracle::testing {
 

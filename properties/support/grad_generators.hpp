@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "kalman_oracle/tensor/tensor.hpp"
 #include "kalman_oracle/scalar/traits.hpp"
 #include "kalman_oracle/scalar/types.hpp"
+#include "kalman_oracle/tensor/tensor.hpp"
 
 namespace kalman_oracle::testing {
 

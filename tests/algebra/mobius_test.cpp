@@ -19,7 +19,7 @@ TEST_CASE("mobius: apply and determinant") {
   const M m{2, 1, 1, 3};
   CHECK(mobius_apply(m, rational(1)) == rational(3, 4));  // (2 + 1) / (1 + 3)
   CHECK(mobius_apply(m, rational(0)) == rational(1, 3));
-  CHECK(mobius_determinant(m) == 5);                      // 2*3 - 1*1
+  CHECK(mobius_determinant(m) == 5);  // 2*3 - 1*1
 }
 
 TEST_CASE("mobius: the three rescalings") {
@@ -28,7 +28,8 @@ TEST_CASE("mobius: the three rescalings") {
   CHECK(mobius_rescale(m, rescale_mode::trace) == M{rational(2, 8), rational(1, 8), rational(1, 8), rational(6, 8)});
   CHECK(mobius_rescale(m, rescale_mode::max_entry) == M{rational(2, 6), rational(1, 6), rational(1, 6), 1});
   // Largest entry 6 = 1.5 * 2^2: divide by 4, so the largest entry lands in [1, 2).
-  CHECK(mobius_rescale(m, rescale_mode::power_of_two) == M{rational(1, 2), rational(1, 4), rational(1, 4), rational(3, 2)});
+  CHECK(mobius_rescale(m, rescale_mode::power_of_two) ==
+        M{rational(1, 2), rational(1, 4), rational(1, 4), rational(3, 2)});
   const M zero{0, 0, 0, 0};
   for (auto mode : {rescale_mode::trace, rescale_mode::max_entry, rescale_mode::power_of_two})
     CHECK(mobius_rescale(zero, mode) == zero);  // nothing to normalise by: left alone

@@ -27,8 +27,8 @@ TEST_CASE("ou: zero-order hold is not an exact discretisation") {
   precision_scope scope(128);
   const mpfr_real a(-1), delta(1), p(1);
   const auto full = ou_discretise_zero_order_hold(a, delta, p);
-  const auto twice = ou_compose(ou_discretise_zero_order_hold(a, delta / 2, p),
-                                ou_discretise_zero_order_hold(a, delta / 2, p));
+  const auto twice =
+      ou_compose(ou_discretise_zero_order_hold(a, delta / 2, p), ou_discretise_zero_order_hold(a, delta / 2, p));
   // (e^{-1} + 1) / 2 != 1: two half steps of ZOH give p̄ = 0.684..., one step gives 1.
   CHECK(abs(twice.process_noise - full.process_noise) > mpfr_real(0.3));
   const auto exact = ou_compose(ou_discretise(a, delta / 2, p), ou_discretise(a, delta / 2, p));

@@ -71,7 +71,8 @@ TEST_CASE("grad: log gates are the linear gates' gradient times alpha (binary64)
 
 TEST_CASE("grad: the binary64 adjoint is within 1e-13 of the MPFR adjoint (KDA, given gain)") {
   auto in = kda_example(gate_space::log);
-  const cotangents<double> cot{tensor<double>("o", {1, 3, 2, 3}, 0.5), tensor<double>("final_state", {1, 2, 2, 3}, -1.0)};
+  const cotangents<double> cot{tensor<double>("o", {1, 3, 2, 3}, 0.5),
+                               tensor<double>("final_state", {1, 2, 2, 3}, -1.0)};
   const auto g64 = fixed_gain_backward(in, cot);
   precision_scope scope(256);
   auto lift = [](const tensor<double>& x) {
@@ -79,7 +80,8 @@ TEST_CASE("grad: the binary64 adjoint is within 1e-13 of the MPFR adjoint (KDA, 
     for (std::size_t i = 0; i < x.size(); ++i) y.data()[i] = from_double<mpfr_real>(x.data()[i]);
     return y;
   };
-  const auto in_mp = fixed_gain_model::transform<mpfr_real>(in, [&](const std::string&, const tensor<double>& x) { return lift(x); });
+  const auto in_mp =
+      fixed_gain_model::transform<mpfr_real>(in, [&](const std::string&, const tensor<double>& x) { return lift(x); });
   cotangents<mpfr_real> cot_mp;
   for (const auto& c : cot.items()) cot_mp.set(lift(c));
   const auto gmp = fixed_gain_backward(in_mp, cot_mp);
@@ -107,13 +109,15 @@ TEST_CASE("grad: GDN's gate is one per head: its gradient is KDA's summed over c
   const auto a = fixed_gain_backward(gdn, cot), b = fixed_gain_backward(kda, cot);
   CHECK(a.at("g").data()[0] == b.at("g").data()[0] + b.at("g").data()[1]);
   CHECK(a.at("g").data()[1] == b.at("g").data()[2] + b.at("g").data()[3]);
-  for (const char* name : {"q", "k", "v", "beta", "initial_state", "scale"}) CHECK(a.at(name).data() == b.at(name).data());
+  for (const char* name : {"q", "k", "v", "beta", "initial_state", "scale"})
+    CHECK(a.at(name).data() == b.at(name).data());
 }
 
 TEST_CASE("grad: the chunked (WY) adjoint equals the sequential adjoint for every chunk size") {
   for (const gate_space gates : {gate_space::log, gate_space::linear}) {
     const auto in = kda_example(gates);
-    const cotangents<double> cot{tensor<double>("o", {1, 3, 2, 3}, 0.5), tensor<double>("final_state", {1, 2, 2, 3}, -1.0)};
+    const cotangents<double> cot{tensor<double>("o", {1, 3, 2, 3}, 0.5),
+                                 tensor<double>("final_state", {1, 2, 2, 3}, -1.0)};
     const auto sequential = fixed_gain_backward(in, cot);
     for (const std::size_t chunk : {1, 2, 3, 8}) {
       const auto chunked = fixed_gain_chunked_backward(in, cot, chunk);

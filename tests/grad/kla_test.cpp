@@ -13,10 +13,14 @@ using R = rational;
 namespace {
 /// B = T = M = S = 1: q = 1, k = 1, v = 3, Λ = 2, ā = 1/2, p̄ = 1, defaults λ_0 = 1, η_0 = 0.
 kla_inputs<R> one_element() {
-  return {tensor<R>("q", {1, 1, 1}, std::vector<R>{1}),       tensor<R>("k", {1, 1, 1}, std::vector<R>{1}),
-          tensor<R>("v", {1, 1, 1}, std::vector<R>{3}),       tensor<R>("Lambda", {1}, std::vector<R>{2}),
-          tensor<R>("a_bar", {1}, std::vector<R>{R(1, 2)}),   tensor<R>("p_bar", {1}, std::vector<R>{1}),
-          std::nullopt,                                       std::nullopt};
+  return {tensor<R>("q", {1, 1, 1}, std::vector<R>{1}),
+          tensor<R>("k", {1, 1, 1}, std::vector<R>{1}),
+          tensor<R>("v", {1, 1, 1}, std::vector<R>{3}),
+          tensor<R>("Lambda", {1}, std::vector<R>{2}),
+          tensor<R>("a_bar", {1}, std::vector<R>{R(1, 2)}),
+          tensor<R>("p_bar", {1}, std::vector<R>{1}),
+          std::nullopt,
+          std::nullopt};
 }
 }  // namespace
 

@@ -27,7 +27,8 @@ namespace {
 /// A raw file: the 8-byte little-endian length of `header`, `header`, then `data`.
 std::vector<std::uint8_t> raw(const std::string& header, const std::vector<std::uint8_t>& data = {}) {
   std::vector<std::uint8_t> out;
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<std::uint8_t>(static_cast<std::uint64_t>(header.size()) >> (8 * i)));
+  for (int i = 0; i < 8; ++i)
+    out.push_back(static_cast<std::uint8_t>(static_cast<std::uint64_t>(header.size()) >> (8 * i)));
   out.insert(out.end(), header.begin(), header.end());
   out.insert(out.end(), data.begin(), data.end());
   return out;
@@ -227,11 +228,12 @@ TEST_CASE("safetensors: integer dtypes round trip; to_doubles and to_int64s") {
   CHECK(d[3] == std::ldexp(1.0, 60));
   CHECK(st::to_doubles(g.at("u", "g")) == std::vector<double>{0, 128, 255});
   CHECK(st::to_doubles(g.at("c", "g")) == std::vector<double>{-128, -1, 0, 127});
-  CHECK_THROWS_WITH_AS(st::to_doubles(st::make_i64("n", {1, 2}, std::vector<std::int64_t>{0, (std::int64_t{1} << 53) + 1})),
-                       "tensor 'n': I64 element [0, 1] is 9007199254740993, which a double cannot hold exactly",
-                       st::format_error);
-  CHECK_THROWS_WITH_AS(st::to_doubles(st::make_i64("m", {1}, std::vector<std::int64_t>{std::numeric_limits<std::int64_t>::max()})),
-                       doctest::Contains("tensor 'm': I64 element [0] is 9223372036854775807"), st::format_error);
+  CHECK_THROWS_WITH_AS(
+      st::to_doubles(st::make_i64("n", {1, 2}, std::vector<std::int64_t>{0, (std::int64_t{1} << 53) + 1})),
+      "tensor 'n': I64 element [0, 1] is 9007199254740993, which a double cannot hold exactly", st::format_error);
+  CHECK_THROWS_WITH_AS(
+      st::to_doubles(st::make_i64("m", {1}, std::vector<std::int64_t>{std::numeric_limits<std::int64_t>::max()})),
+      doctest::Contains("tensor 'm': I64 element [0] is 9223372036854775807"), st::format_error);
   CHECK_THROWS_WITH_AS(st::to_int64s(st::make_f32("s", {1}, std::vector<float>{1.0f})),
                        "tensor 's': dtype F32 is a floating-point type; integers are read from I64, I32, I8 or U8",
                        st::format_error);
@@ -262,7 +264,8 @@ TEST_CASE("safetensors: scalars, empty tensors and metadata round trip") {
   CHECK(st::serialise(f) == st::serialise(sorted));
   CHECK(st::serialise(g) == st::serialise(f));
   CHECK(g.find("absent") == nullptr);
-  CHECK_THROWS_WITH_AS((void)g.at("absent", "cand.safetensors"), "cand.safetensors: no tensor 'absent'", st::format_error);
+  CHECK_THROWS_WITH_AS((void)g.at("absent", "cand.safetensors"), "cand.safetensors: no tensor 'absent'",
+                       st::format_error);
 }
 
 TEST_CASE("safetensors: the exact bytes of a small file") {
@@ -327,7 +330,8 @@ TEST_CASE("safetensors: accepted edge cases") {
   CHECK(f.tensors.size() == 4);
   CHECK(st::to_doubles(f.at("b", "f")) == std::vector<double>{1.0});
   // Exactly 16 dimensions is the limit, not over it.
-  CHECK(parse(raw("{" + entry("a", "U8", "[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]", "[0,1]") + "}", {7})).tensors.size() == 1);
+  CHECK(parse(raw("{" + entry("a", "U8", "[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]", "[0,1]") + "}", {7})).tensors.size() ==
+        1);
   // [0, 2^32, 2^32] holds no element: the left-to-right product never overflows (as in Rust).
   CHECK(parse(raw("{" + entry("a", "F64", "[0,4294967296,4294967296]", "[0,0]") + "}")).tensors.size() == 1);
 }
@@ -335,7 +339,8 @@ TEST_CASE("safetensors: accepted edge cases") {
 // --- one test per validation rule ---------------------------------------------------------------
 
 TEST_CASE("safetensors rule: at least the 8-byte header length") {
-  CHECK_THROWS_WITH_AS(parse({1, 2, 3, 4, 5}), doctest::Contains("t.st: file is 5 bytes, shorter than the 8-byte header length"),
+  CHECK_THROWS_WITH_AS(parse({1, 2, 3, 4, 5}),
+                       doctest::Contains("t.st: file is 5 bytes, shorter than the 8-byte header length"),
                        st::format_error);
   CHECK_THROWS_WITH_AS(parse({}), doctest::Contains("t.st: file is 0 bytes"), st::format_error);
 }
@@ -355,12 +360,14 @@ TEST_CASE("safetensors rule: header is valid JSON") {
   CHECK_THROWS_WITH_AS(parse(raw("{\"a\":")), doctest::Contains("t.st: header: not valid JSON"), st::format_error);
   CHECK_THROWS_WITH_AS(parse(raw("")), doctest::Contains("t.st: header: not valid JSON"), st::format_error);
   // nlohmann alone would stop at a NUL byte and accept this.
-  CHECK_THROWS_WITH_AS(parse(raw(std::string("{}\0x", 4))), "t.st: header: not valid JSON: a NUL byte at offset 2 of the header",
+  CHECK_THROWS_WITH_AS(parse(raw(std::string("{}\0x", 4))),
+                       "t.st: header: not valid JSON: a NUL byte at offset 2 of the header", st::format_error);
+  CHECK_THROWS_WITH_AS(parse(raw("{\"\xFF\":{}}")), doctest::Contains("not valid JSON"),
+                       st::format_error);  // bad UTF-8
+  CHECK_THROWS_WITH_AS(parse(raw("{\"a\":{\"shape\":[1e400]}}")), doctest::Contains("not valid JSON"),
                        st::format_error);
-  CHECK_THROWS_WITH_AS(parse(raw("{\"\xFF\":{}}")), doctest::Contains("not valid JSON"), st::format_error);  // bad UTF-8
-  CHECK_THROWS_WITH_AS(parse(raw("{\"a\":{\"shape\":[1e400]}}")), doctest::Contains("not valid JSON"), st::format_error);
-  CHECK_THROWS_WITH_AS(parse(raw("\xEF\xBB\xBF{}")), "t.st: header: starts with a UTF-8 byte order mark, which is not JSON",
-                       st::format_error);
+  CHECK_THROWS_WITH_AS(parse(raw("\xEF\xBB\xBF{}")),
+                       "t.st: header: starts with a UTF-8 byte order mark, which is not JSON", st::format_error);
 }
 
 TEST_CASE("safetensors rule: header is an object") {
@@ -372,8 +379,9 @@ TEST_CASE("safetensors rule: header is an object") {
 TEST_CASE("safetensors rule: no duplicate keys") {
   const std::string a = entry("a", "U8", "[1]", "[0,1]");
   CHECK_THROWS_WITH_AS(parse(raw("{" + a + "," + a + "}", {1})), "t.st: header: duplicate key 'a'", st::format_error);
-  CHECK_THROWS_WITH_AS(parse(raw("{\"a\":{\"dtype\":\"U8\",\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", {1})),
-                       "t.st: tensor 'a': duplicate field 'dtype'", st::format_error);
+  CHECK_THROWS_WITH_AS(
+      parse(raw("{\"a\":{\"dtype\":\"U8\",\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", {1})),
+      "t.st: tensor 'a': duplicate field 'dtype'", st::format_error);
   CHECK_THROWS_WITH_AS(parse(raw("{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}}")),
                        "t.st: __metadata__: duplicate key 'k'", st::format_error);
   CHECK_THROWS_WITH_AS(parse(raw("{\"__metadata__\":{},\"__metadata__\":{}}")),
@@ -381,10 +389,10 @@ TEST_CASE("safetensors rule: no duplicate keys") {
 }
 
 TEST_CASE("safetensors rule: __metadata__ is an object of strings") {
-  CHECK_THROWS_WITH_AS(parse(raw("{\"__metadata__\":[\"a\"]}")), "t.st: __metadata__: must be an object of strings, got array",
-                       st::format_error);
-  CHECK_THROWS_WITH_AS(parse(raw("{\"__metadata__\":null}")), "t.st: __metadata__: must be an object of strings, got null",
-                       st::format_error);
+  CHECK_THROWS_WITH_AS(parse(raw("{\"__metadata__\":[\"a\"]}")),
+                       "t.st: __metadata__: must be an object of strings, got array", st::format_error);
+  CHECK_THROWS_WITH_AS(parse(raw("{\"__metadata__\":null}")),
+                       "t.st: __metadata__: must be an object of strings, got null", st::format_error);
   CHECK_THROWS_WITH_AS(parse(raw("{\"__metadata__\":{\"k\":1}}")),
                        "t.st: __metadata__: value of 'k' must be a string, got 1", st::format_error);
   CHECK_THROWS_WITH_AS(parse(raw("{\"__metadata__\":{\"k\":{\"x\":\"y\"}}}")),
@@ -422,9 +430,11 @@ TEST_CASE("safetensors rule: dtype is a known name") {
 
 TEST_CASE("safetensors rule: shape is an array of at most 16 non-negative integers") {
   CHECK_THROWS_WITH_AS(parse(raw("{" + entry("a", "U8", "\"1\"", "[0,1]") + "}", {1})),
-                       "t.st: tensor 'a': shape must be an array of non-negative integers, got \"1\"", st::format_error);
+                       "t.st: tensor 'a': shape must be an array of non-negative integers, got \"1\"",
+                       st::format_error);
   CHECK_THROWS_WITH_AS(parse(raw("{" + entry("a", "U8", "{}", "[0,1]") + "}", {1})),
-                       "t.st: tensor 'a': shape must be an array of non-negative integers, got object", st::format_error);
+                       "t.st: tensor 'a': shape must be an array of non-negative integers, got object",
+                       st::format_error);
   CHECK_THROWS_WITH_AS(parse(raw("{" + entry("a", "U8", "[1,-2]", "[0,1]") + "}", {1})),
                        "t.st: tensor 'a': shape[1] must be a non-negative integer, got -2", st::format_error);
   CHECK_THROWS_WITH_AS(parse(raw("{" + entry("a", "U8", "[-0]", "[0,1]") + "}", {1})),
@@ -447,10 +457,11 @@ TEST_CASE("safetensors rule: data_offsets are two non-negative integers") {
   CHECK_THROWS_WITH_AS(parse(raw("{" + entry("a", "U8", "[1]", "[1]") + "}", {1})),
                        "t.st: tensor 'a': data_offsets must be an array of two non-negative integers, got 1 elements",
                        st::format_error);
-  CHECK_THROWS_WITH_AS(parse(raw("{" + entry("a", "U8", "[1]", "[0,1,2]") + "}", {1})),
-                       doctest::Contains("t.st: tensor 'a': data_offsets must be an array of two non-negative integers, "
-                                         "got more than 2"),
-                       st::format_error);
+  CHECK_THROWS_WITH_AS(
+      parse(raw("{" + entry("a", "U8", "[1]", "[0,1,2]") + "}", {1})),
+      doctest::Contains("t.st: tensor 'a': data_offsets must be an array of two non-negative integers, "
+                        "got more than 2"),
+      st::format_error);
   CHECK_THROWS_WITH_AS(parse(raw("{" + entry("a", "U8", "[1]", "[-1,0]") + "}", {1})),
                        "t.st: tensor 'a': data_offsets[0] must be a non-negative integer, got -1", st::format_error);
 }
@@ -519,8 +530,8 @@ TEST_CASE("safetensors rule: the tensors cover the data buffer exactly") {
                        "t.st: data buffer is 6 bytes, but the tensors cover 4: bytes [4, 6) belong to no tensor (rule: "
                        "tensors tile the data buffer)",
                        st::format_error);
-  CHECK_THROWS_WITH_AS(parse(raw("{}", {0})), doctest::Contains("t.st: data buffer is 1 bytes, but the tensors cover 0"),
-                       st::format_error);
+  CHECK_THROWS_WITH_AS(parse(raw("{}", {0})),
+                       doctest::Contains("t.st: data buffer is 1 bytes, but the tensors cover 0"), st::format_error);
 }
 
 TEST_CASE("safetensors rule: tensor names are non-empty") {
@@ -538,8 +549,8 @@ TEST_CASE("safetensors: serialise refuses a file that parse would refuse") {
   CHECK_THROWS_WITH_AS(st::serialise(empty_name), doctest::Contains("tensor '': empty tensor name"), st::format_error);
   st::file reserved;
   reserved.tensors = {one("__metadata__")};
-  CHECK_THROWS_WITH_AS(st::serialise(reserved), "serialise: tensor '__metadata__': the name is reserved for the metadata",
-                       st::format_error);
+  CHECK_THROWS_WITH_AS(st::serialise(reserved),
+                       "serialise: tensor '__metadata__': the name is reserved for the metadata", st::format_error);
   st::file short_bytes;
   short_bytes.tensors = {st::tensor_entry{"x", st::dtype::f32, {2}, {0, 0, 0, 0}}};
   CHECK_THROWS_WITH_AS(st::serialise(short_bytes), "serialise: tensor 'x': holds 4 bytes, but F32 [2] needs 8",
@@ -553,9 +564,10 @@ TEST_CASE("safetensors: serialise refuses a file that parse would refuse") {
   CHECK_THROWS_WITH_AS(st::serialise(bad_utf8), doctest::Contains("is not valid UTF-8"), st::format_error);
   st::file bad_meta;
   bad_meta.metadata["k"] = "\xC3";
-  CHECK_THROWS_WITH_AS(st::serialise(bad_meta), "serialise: __metadata__ value of 'k' is not valid UTF-8", st::format_error);
-  CHECK_THROWS_WITH_AS(st::make_f64("m", {2, 2}, std::vector<double>{1, 2, 3}), "m: shape [2, 2] holds 4 elements, got 3",
-                       input_error);
+  CHECK_THROWS_WITH_AS(st::serialise(bad_meta), "serialise: __metadata__ value of 'k' is not valid UTF-8",
+                       st::format_error);
+  CHECK_THROWS_WITH_AS(st::make_f64("m", {2, 2}, std::vector<double>{1, 2, 3}),
+                       "m: shape [2, 2] holds 4 elements, got 3", input_error);
 }
 
 TEST_CASE("safetensors: write_atomic and read") {
@@ -602,7 +614,8 @@ TEST_CASE("safetensors: write_atomic and read") {
   // read: I/O errors and malformed files name the path.
   const std::string absent = (dir / "absent.safetensors").string() + ": cannot open";
   CHECK_THROWS_WITH_AS(st::read(dir / "absent.safetensors"), doctest::Contains(absent.c_str()), st::format_error);
-  CHECK_THROWS_WITH_AS(st::read(blocked), (blocked.string() + ": cannot read: is a directory").c_str(), st::format_error);
+  CHECK_THROWS_WITH_AS(st::read(blocked), (blocked.string() + ": cannot read: is a directory").c_str(),
+                       st::format_error);
   std::ofstream(dir / "short.safetensors", std::ios::binary) << "abc";
   const std::string too_short = (dir / "short.safetensors").string() + ": file is 3 bytes";
   CHECK_THROWS_WITH_AS(st::read(dir / "short.safetensors"), doctest::Contains(too_short.c_str()), st::format_error);

@@ -42,7 +42,9 @@ dense_inputs<T> hand_example() {
 }
 
 template <class T>
-T at(const tensor<T>& x, std::size_t i) { return x.data()[i]; }
+T at(const tensor<T>& x, std::size_t i) {
+  return x.data()[i];
+}
 
 }  // namespace
 
@@ -119,14 +121,12 @@ TEST_CASE("dense: defaults are D = I, Omega = 0, S_0 = 0, P_0 = I and tau = 1/sq
   const auto out = dense_forward(in);
   CHECK(out.o.data() == std::vector<R>{R(3, 4)});
   CHECK(out.final_state.data() == std::vector<R>{R(3, 2), 0, 0, 0});
-  CHECK(out.final_covariance.data() ==
-        std::vector<R>{R(1, 2), 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1});
+  CHECK(out.final_covariance.data() == std::vector<R>{R(1, 2), 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1});
   // The same with every default spelled out.
   in.transition = dense_transition<R>::full(make<R>("D", {4, 4}, {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1}));
   in.process_noise = dense_process_noise<R>::full(tensor<R>("Omega", {4, 4}));
   in.initial_state = tensor<R>("initial_state", {1, 1, 4, 1});
-  in.initial_covariance =
-      make<R>("initial_covariance", {4, 4}, {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1});
+  in.initial_covariance = make<R>("initial_covariance", {4, 4}, {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1});
   in.scale = R(1, 2);
   const auto spelled = dense_forward(in);
   CHECK(spelled.o.data() == out.o.data());
@@ -278,10 +278,11 @@ TEST_CASE("dense: bad inputs are rejected with a message naming the tensor, the 
     CHECK_THROWS_WITH_AS(dense_forward(in), "r: missing; rule: this input is required", input_error);
     in = hand_example<R>();
     in.transition = dense_transition<R>::diagonal(tensor<R>("g", {2}), gate_space::log);
-    CHECK_THROWS_WITH_AS(dense_forward(in),
-                         "g: gate_space::log needs exp(g), which is irrational for rational g != 0; rule: exact scalars "
-                         "take the decays alpha with gate_space::linear",
-                         input_error);
+    CHECK_THROWS_WITH_AS(
+        dense_forward(in),
+        "g: gate_space::log needs exp(g), which is irrational for rational g != 0; rule: exact scalars "
+        "take the decays alpha with gate_space::linear",
+        input_error);
     in = hand_example<R>();
     in.scale.reset();
     CHECK_THROWS_WITH_AS(dense_forward(in),

@@ -99,8 +99,8 @@ TEST_CASE("diagonal KDN: the parallel form reproduces the example for every chun
   // Scan and memory chunks of 1 (one token each), 2 (the whole sequence) and 3 (longer than T = 2).
   for (std::size_t chunk : {1u, 2u, 3u})
     for (std::size_t memory_chunk : {1u, 2u, 3u})
-      for (rescale_mode mode : {rescale_mode::none, rescale_mode::trace, rescale_mode::max_entry,
-                                rescale_mode::power_of_two})
+      for (rescale_mode mode :
+           {rescale_mode::none, rescale_mode::trace, rescale_mode::max_entry, rescale_mode::power_of_two})
         check_example(diagonal_kdn_parallel(example(), {scan_schedule::chunked, chunk, mode, memory_chunk}, {1, true}));
   const kdn_scan_options empty_memory_chunks{scan_schedule::chunked, 2, rescale_mode::none, 0};
   CHECK(message_of([&] { diagonal_kdn_parallel(example(), empty_memory_chunks); }) ==
@@ -284,8 +284,7 @@ TEST_CASE("diagonal KDN: bad inputs are named with the element and the rule") {
           "scale: not given, and 1/sqrt(K) = 1/sqrt(2) is irrational; rule: exact scalars need the query scale "
           "tau when K is not a perfect square");
     in.scale = R(0);
-    CHECK(message_of([&] { diagonal_kdn_forward(in); }) ==
-          "scale: 0; rule: query scale tau must be finite and > 0");
+    CHECK(message_of([&] { diagonal_kdn_forward(in); }) == "scale: 0; rule: query scale tau must be finite and > 0");
   }
   {
     diagonal_kdn_inputs<double> in;

@@ -250,10 +250,11 @@ TEST_CASE("fixed_gain: bad inputs are rejected with the tensor, the index and th
   SUBCASE("log gates over rationals") {
     fixed_gain_inputs<R> r = two_token_k2(fixed_gain_rule::gla);
     r.gates = gate_space::log;
-    CHECK_THROWS_WITH_AS(fixed_gain_forward(r),
-                         "g: gate_space::log needs exp(g), which is irrational for rational g != 0; rule: exact scalars "
-                         "take the decays alpha with gate_space::linear",
-                         input_error);
+    CHECK_THROWS_WITH_AS(
+        fixed_gain_forward(r),
+        "g: gate_space::log needs exp(g), which is irrational for rational g != 0; rule: exact scalars "
+        "take the decays alpha with gate_space::linear",
+        input_error);
   }
 }
 

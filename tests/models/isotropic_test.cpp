@@ -91,9 +91,10 @@ TEST_CASE("isotropic KDN: the parallel form reproduces the example for every chu
   // Scan and memory chunks of 1 (one token each), 2 (the whole sequence) and 3 (longer than T = 2).
   for (std::size_t chunk : {1u, 2u, 3u})
     for (std::size_t memory_chunk : {1u, 2u, 3u})
-      for (rescale_mode mode : {rescale_mode::none, rescale_mode::trace, rescale_mode::max_entry,
-                                rescale_mode::power_of_two})
-        check_example(isotropic_kdn_parallel(example(), {scan_schedule::chunked, chunk, mode, memory_chunk}, {1, true}));
+      for (rescale_mode mode :
+           {rescale_mode::none, rescale_mode::trace, rescale_mode::max_entry, rescale_mode::power_of_two})
+        check_example(
+            isotropic_kdn_parallel(example(), {scan_schedule::chunked, chunk, mode, memory_chunk}, {1, true}));
   const kdn_scan_options empty_memory_chunks{scan_schedule::chunked, 2, rescale_mode::none, 0};
   CHECK(message_of([&] { isotropic_kdn_parallel(example(), empty_memory_chunks); }) ==
         "memory_chunk_size: 0; rule: a chunk of the memory needs at least one token");
@@ -105,8 +106,8 @@ TEST_CASE("isotropic KDN: it is KDA with β_t from §5 (the memory path with κ_
   tensor<R> gain("gain", {1, 2, 1, 2});
   for (std::size_t t = 0; t < 2; ++t)
     for (std::size_t i = 0; i < 2; ++i) gain(0, t, 0, i) = (*ref.beta)(0, t, 0) * in.k(0, t, 0, i);
-  const auto out = kdn_memory_forward(kdn_memory_inputs<R>{in.q, in.k, in.v, in.g, in.gates, gain,
-                                                           in.initial_state, in.scale});
+  const auto out =
+      kdn_memory_forward(kdn_memory_inputs<R>{in.q, in.k, in.v, in.g, in.gates, gain, in.initial_state, in.scale});
   CHECK(out.o.data() == ref.o.data());
   CHECK(out.final_state.data() == ref.final_state.data());
 }

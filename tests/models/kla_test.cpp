@@ -84,13 +84,15 @@ TEST_CASE("kla: hand-worked two-token example (M = 1, S = 2)") {
 TEST_CASE("kla: the scan form reproduces the hand-worked example in every configuration") {
   const kla_inputs<R> in = hand_example();
   for (scan_schedule schedule : all_scan_schedules)
-    for (rescale_mode mode : {rescale_mode::none, rescale_mode::trace, rescale_mode::max_entry, rescale_mode::power_of_two})
+    for (rescale_mode mode :
+         {rescale_mode::none, rescale_mode::trace, rescale_mode::max_entry, rescale_mode::power_of_two})
       for (kla_recovery recovery : {kla_recovery::exclusive_scan, kla_recovery::inversion})
         for (std::size_t chunk : {1, 3}) {
           CAPTURE(to_string(schedule));
           CAPTURE(to_string(mode));
           CAPTURE(to_string(recovery));
-          check_hand_example(kla_parallel_forward(in, {schedule, mode, chunk, recovery}, {.threads = 1, .internals = true}));
+          check_hand_example(
+              kla_parallel_forward(in, {schedule, mode, chunk, recovery}, {.threads = 1, .internals = true}));
         }
 }
 
@@ -116,10 +118,14 @@ TEST_CASE("kla: a static [M, S] decay broadcasts like the full per-token tensor"
   const std::vector<R> decay_ms{R(1, 2), R(1), R(3, 4), R(1, 5)}, noise_ms{R(1, 3), 0, 2, R(1, 7)};
   const std::vector<R> lambda_m{R(2), R(1, 2)};
 
-  kla_inputs<R> broadcast{tensor<R>("q", {B, TT, S}, qs),          tensor<R>("k", {B, TT, S}, ks),
-                          tensor<R>("v", {B, TT, M}, vs),          tensor<R>("Lambda", {M}, lambda_m),
-                          tensor<R>("a_bar", {M, S}, decay_ms),    tensor<R>("p_bar", {M, S}, noise_ms),
-                          tensor<R>("lambda_0", {1}, std::vector<R>{R(3)}), tensor<R>("eta_0", {S}, std::vector<R>{1, -1})};
+  kla_inputs<R> broadcast{tensor<R>("q", {B, TT, S}, qs),
+                          tensor<R>("k", {B, TT, S}, ks),
+                          tensor<R>("v", {B, TT, M}, vs),
+                          tensor<R>("Lambda", {M}, lambda_m),
+                          tensor<R>("a_bar", {M, S}, decay_ms),
+                          tensor<R>("p_bar", {M, S}, noise_ms),
+                          tensor<R>("lambda_0", {1}, std::vector<R>{R(3)}),
+                          tensor<R>("eta_0", {S}, std::vector<R>{1, -1})};
   kla_inputs<R> full = broadcast;
   full.Lambda = tensor<R>("Lambda", {B, TT, M});
   full.a_bar = tensor<R>("a_bar", {B, TT, M, S});
@@ -153,8 +159,8 @@ TEST_CASE("kla: a static [M, S] decay broadcasts like the full per-token tensor"
   CHECK((*a.lambda)(0, 0, 1, 1) == R(283, 41));
   CHECK((*a.eta)(0, 0, 1, 1) == R(-35, 82));
   // And the scan form agrees on the broadcast inputs.
-  const kla_outputs<R> p = kla_parallel_forward(broadcast, {scan_schedule::blelloch, rescale_mode::trace, 2,
-                                                            kla_recovery::inversion}, opts);
+  const kla_outputs<R> p =
+      kla_parallel_forward(broadcast, {scan_schedule::blelloch, rescale_mode::trace, 2, kla_recovery::inversion}, opts);
   CHECK(p.y.data() == f.y.data());
   CHECK(p.y_var.data() == f.y_var.data());
 }
@@ -184,10 +190,14 @@ TEST_CASE("kla: bad inputs are rejected with the tensor, the index and the rule"
   }
   SUBCASE("NaN in k (binary64)") {
     const double nan = std::numeric_limits<double>::quiet_NaN();
-    kla_inputs<double> in{tensor<double>("q", {1, 2, 2}, 1.0),      tensor<double>("k", {1, 2, 2}, 1.0),
-                          tensor<double>("v", {1, 2, 1}, 1.0),      tensor<double>("Lambda", {1}, 1.0),
-                          tensor<double>("a_bar", {1, 2}, 0.5),     tensor<double>("p_bar", {1, 2}, 0.25),
-                          std::nullopt,                             std::nullopt};
+    kla_inputs<double> in{tensor<double>("q", {1, 2, 2}, 1.0),
+                          tensor<double>("k", {1, 2, 2}, 1.0),
+                          tensor<double>("v", {1, 2, 1}, 1.0),
+                          tensor<double>("Lambda", {1}, 1.0),
+                          tensor<double>("a_bar", {1, 2}, 0.5),
+                          tensor<double>("p_bar", {1, 2}, 0.25),
+                          std::nullopt,
+                          std::nullopt};
     in.k(0, 0, 1) = nan;
     CHECK_THROWS_WITH_AS(kla_forward(in), "k: element [0, 0, 1] is nan; rule: must be finite (no NaN or infinity)",
                          input_error);
@@ -229,8 +239,8 @@ TEST_CASE("kla: bad inputs are rejected with the tensor, the index and the rule"
   SUBCASE("the scan form validates the same way, and rejects chunk size 0") {
     kla_inputs<R> in = hand_example();
     in.Lambda(0, 0, 0) = -3;
-    CHECK_THROWS_WITH_AS(kla_parallel_forward(in), "Lambda: element [0, 0, 0] is -3; rule: value precision Lambda must be > 0",
-                         input_error);
+    CHECK_THROWS_WITH_AS(kla_parallel_forward(in),
+                         "Lambda: element [0, 0, 0] is -3; rule: value precision Lambda must be > 0", input_error);
     CHECK_THROWS_WITH_AS(kla_parallel_forward(hand_example(), {scan_schedule::chunked, rescale_mode::none, 0}),
                          "kla_parallel_forward: chunk_size must be >= 1, got 0", std::invalid_argument);
   }

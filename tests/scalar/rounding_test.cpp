@@ -246,7 +246,7 @@ TEST_CASE("rounding: the working precision follows the input, not the default pr
   mpfr_set_ui_2exp(term, 1, -53, MPFR_RNDN);
   mpfr_add(x, x, term, MPFR_RNDN);
   mpfr_set_ui_2exp(term, 1, -1500, MPFR_RNDN);
-  mpfr_add(x, x, term, MPFR_RNDN);  // x = 1 + 2^-53 + 2^-1500, exact at 2000 bits
+  mpfr_add(x, x, term, MPFR_RNDN);                                        // x = 1 + 2^-53 + 2^-1500, exact at 2000 bits
   CHECK(round_to_format_bits(x, binary64_format) == 0x3FF0000000000001);  // above the tie -> up
   // A 2-bit input: 3 * 2^-1075 = 1.5 smallest subnormals, tie -> 2 (even).
   mpfr_set_prec(x, 2);
@@ -275,7 +275,7 @@ TEST_CASE("rounding: decoding bfloat16 and binary16 is exact") {
   CHECK(from_binary16_bits(0x3C00) == 1);
   CHECK(from_binary16_bits(0x7BFF) == 65504);
   CHECK(from_binary16_bits(0xFBFF) == -65504);
-  CHECK(from_binary16_bits(0x0001) == two(-24));        // smallest subnormal
+  CHECK(from_binary16_bits(0x0001) == two(-24));         // smallest subnormal
   CHECK(from_binary16_bits(0x03FF) == 1023 * two(-24));  // largest subnormal
   CHECK(from_binary16_bits(0x0400) == two(-14));         // smallest normal
   CHECK(from_binary16_bits(0x3C01) == 1 + two(-10));

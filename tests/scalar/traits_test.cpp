@@ -59,9 +59,9 @@ TEST_CASE("scalar: exact binary exponents of rationals") {
   CHECK(R::exponent(rational(3)) == 1);
   CHECK(R::exponent(rational(-4)) == 2);
   CHECK(R::exponent(rational(1, 2)) == -1);
-  CHECK(R::exponent(rational(1, 3)) == -2);              // 1/4 <= 1/3 < 1/2
-  CHECK(R::exponent(rational(255, 256)) == -1);          // just below 1
-  CHECK(R::exponent(rational(257, 256)) == 0);           // just above 1
+  CHECK(R::exponent(rational(1, 3)) == -2);      // 1/4 <= 1/3 < 1/2
+  CHECK(R::exponent(rational(255, 256)) == -1);  // just below 1
+  CHECK(R::exponent(rational(257, 256)) == 0);   // just above 1
   CHECK(R::exponent(R::ldexp(rational(1), -300)) == -300);
   CHECK(R::ldexp(rational(3, 5), 4) == rational(48, 5));
   CHECK(R::ldexp(rational(3, 5), -4) == rational(3, 80));

@@ -19,8 +19,12 @@ TEST_CASE("scan: every schedule has a distinct name") {
 TEST_CASE("scan: the dispatchers run every schedule on the hand-checked cases") {
   for (const scan_schedule schedule : all_scan_schedules) {
     CAPTURE(to_string(schedule));
-    const auto inclusive = [schedule](const auto& monoid, auto xs) { return kalman_oracle::inclusive_scan(schedule, monoid, xs, 3); };
-    const auto exclusive = [schedule](const auto& monoid, auto xs) { return kalman_oracle::exclusive_scan(schedule, monoid, xs, 3); };
+    const auto inclusive = [schedule](const auto& monoid, auto xs) {
+      return kalman_oracle::inclusive_scan(schedule, monoid, xs, 3);
+    };
+    const auto exclusive = [schedule](const auto& monoid, auto xs) {
+      return kalman_oracle::exclusive_scan(schedule, monoid, xs, 3);
+    };
     check_small_cases(inclusive, exclusive, inclusive, exclusive);
   }
 }

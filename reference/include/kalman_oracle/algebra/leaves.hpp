@@ -52,8 +52,8 @@ T diag_kdn_information(const T& key, const T& observation_noise, const T& inform
 /// Covariance leaf [[alpha², omega], [u alpha², 1 + u omega]] (det alpha²): p_t = p̂ / (1 + u p̂),
 /// p̂ = alpha² p_{t-1} + omega.
 template <class T>
-mobius<T> diag_kdn_covariance_leaf(const T& decay, const T& process_noise, const T& key,
-                                   const T& observation_noise, const T& information_scale) {
+mobius<T> diag_kdn_covariance_leaf(const T& decay, const T& process_noise, const T& key, const T& observation_noise,
+                                   const T& information_scale) {
   const T u = diag_kdn_information(key, observation_noise, information_scale);
   const T decay2 = decay * decay;
   return {decay2, process_noise, KALMAN_ORACLE_MUTANT(diag_kdn_leaf_missing_u, u * decay2, decay2),
@@ -62,8 +62,8 @@ mobius<T> diag_kdn_covariance_leaf(const T& decay, const T& process_noise, const
 
 /// The same map acting on the precision 1/p: [[1 + u omega, u alpha²], [omega, alpha²]].
 template <class T>
-mobius<T> diag_kdn_precision_leaf(const T& decay, const T& process_noise, const T& key,
-                                  const T& observation_noise, const T& information_scale) {
+mobius<T> diag_kdn_precision_leaf(const T& decay, const T& process_noise, const T& key, const T& observation_noise,
+                                  const T& information_scale) {
   const T u = diag_kdn_information(key, observation_noise, information_scale);
   const T decay2 = decay * decay;
   return {T(1) + u * process_noise, u * decay2, process_noise, decay2};

@@ -85,8 +85,7 @@ T mobius_max_abs_entry(const mobius<T>& m) {
 template <class T>
 mobius<T> mobius_rescale(const mobius<T>& m, rescale_mode mode) {
   switch (mode) {
-    case rescale_mode::none:
-      return m;
+    case rescale_mode::none: return m;
     case rescale_mode::trace: {
       const T trace = m.a + m.d;
       if (trace == 0) return m;

@@ -29,10 +29,14 @@ template <class T>
 void check_ou_arguments(const char* who, const T& rate, const T& step, const T& diffusion) {
   std::ostringstream why;
   why << who << ": ";
-  if (!(rate <= 0)) why << "rate a must be <= 0 (a stable OU prior), got " << rate;
-  else if (!(step > 0)) why << "step Delta must be > 0, got " << step;
-  else if (!(diffusion >= 0)) why << "diffusion p must be >= 0, got " << diffusion;
-  else return;
+  if (!(rate <= 0))
+    why << "rate a must be <= 0 (a stable OU prior), got " << rate;
+  else if (!(step > 0))
+    why << "step Delta must be > 0, got " << step;
+  else if (!(diffusion >= 0))
+    why << "diffusion p must be >= 0, got " << diffusion;
+  else
+    return;
   throw std::invalid_argument(why.str());
 }
 }  // namespace detail

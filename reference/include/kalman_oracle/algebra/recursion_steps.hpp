@@ -33,8 +33,8 @@ T diag_kdn_covariance_step(const T& covariance, const T& decay, const T& process
 
 /// Isotropic KDN (§5): a = mean alpha², b̂ = a b + omega, u = mu ||k||² / (K r), b_t = b̂ / (1 + u b̂).
 template <class T>
-T iso_kdn_covariance_step(const T& covariance, std::span<const T> decay, const T& process_noise,
-                          std::span<const T> key, const T& observation_noise, const T& information_scale) {
+T iso_kdn_covariance_step(const T& covariance, std::span<const T> decay, const T& process_noise, std::span<const T> key,
+                          const T& observation_noise, const T& information_scale) {
   if (decay.empty() || decay.size() != key.size())
     throw std::invalid_argument("iso_kdn_covariance_step: decay and key must have the same K >= 1 channels");
   T decay2_sum(0), key2_sum(0);

@@ -45,8 +45,10 @@ inline std::uint64_t correctly_rounded_bits(double y, int residual_sign, const b
     mpfr_set_d(nudge, y, MPFR_RNDN);
     mpfr_mul_2si(nudge, nudge, -200, MPFR_RNDN);
     mpfr_abs(nudge, nudge, MPFR_RNDN);
-    if (residual_sign > 0) mpfr_add(x, x, nudge, MPFR_RNDN);
-    else mpfr_sub(x, x, nudge, MPFR_RNDN);
+    if (residual_sign > 0)
+      mpfr_add(x, x, nudge, MPFR_RNDN);
+    else
+      mpfr_sub(x, x, nudge, MPFR_RNDN);
     mpfr_clear(nudge);
   }
   const std::uint64_t bits = round_to_format_bits(x, f);

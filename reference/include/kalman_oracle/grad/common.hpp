@@ -127,7 +127,8 @@ class broadcast_accumulator {
   broadcast_accumulator(std::string name, const shape_t& given, const shape_t& full)
       : result_(std::move(name), given, T(0)), strides_(full.size(), 0) {
     if (given.size() > full.size())
-      throw input_error(result_.name() + ": shape " + to_string(given) + " has more dimensions than " + to_string(full));
+      throw input_error(result_.name() + ": shape " + to_string(given) + " has more dimensions than " +
+                        to_string(full));
     const std::size_t pad = full.size() - given.size();
     std::size_t stride = 1;
     for (std::size_t axis = full.size(); axis-- > pad;) {

@@ -12,11 +12,11 @@ namespace kalman_oracle {
 /// How far `candidate` is from `reference`, over the names `reference` holds.
 template <class B>
 struct gradient_difference {
-  bool shapes_match = true;        // every name of reference is in candidate, with its shape
-  std::string missing;             // the first name that is not (or has another shape)
-  B max_abs_difference{0};         // max_i |candidate_i − reference_i| over every entry of every name
-  B scale{0};                      // max_i |reference_i| over the same entries
-  std::string worst;               // the name holding the largest difference
+  bool shapes_match = true;  // every name of reference is in candidate, with its shape
+  std::string missing;       // the first name that is not (or has another shape)
+  B max_abs_difference{0};   // max_i |candidate_i − reference_i| over every entry of every name
+  B scale{0};                // max_i |reference_i| over the same entries
+  std::string worst;         // the name holding the largest difference
 };
 
 template <class B>

@@ -90,9 +90,9 @@ gradients<T> dense_backward(const dense_inputs<T>& in, const cotangents<T>& cot)
   const detail::dense::problem<T> pb(in);
   const std::size_t B = pb.batch, N = pb.tokens, H = pb.heads, K = pb.key_dim, V = pb.value_dim;
   detail::grad::require_known_cotangents(cot,
-                                        {"o", "final_state", "final_covariance", "innovation_variance", "mahalanobis",
-                                         "readout_variance", "log_likelihood", "final_precision", "final_information"},
-                                        "dense / information");
+                                         {"o", "final_state", "final_covariance", "innovation_variance", "mahalanobis",
+                                          "readout_variance", "log_likelihood", "final_precision", "final_information"},
+                                         "dense / information");
   const tensor<T>* d_o = detail::grad::cotangent(cot, "o", {B, N, H, V});
   const tensor<T>* d_ST = detail::grad::cotangent(cot, "final_state", {B, H, K, V});
   const tensor<T>* d_PT = detail::grad::cotangent(cot, "final_covariance", {B, H, K, K});
@@ -114,8 +114,8 @@ gradients<T> dense_backward(const dense_inputs<T>& in, const cotangents<T>& cot)
   broadcast_accumulator<T> dr("r", in.r.shape(), {B, N, H});
   broadcast_accumulator<T> dS0("initial_state", in.initial_state ? in.initial_state->shape() : shape_t{B, H, K, V},
                                {B, H, K, V});
-  broadcast_accumulator<T> dP0("initial_covariance",
-                               in.initial_covariance ? in.initial_covariance->shape() : shape_t{B, H, K, K}, {B, H, K, K});
+  broadcast_accumulator<T> dP0(
+      "initial_covariance", in.initial_covariance ? in.initial_covariance->shape() : shape_t{B, H, K, K}, {B, H, K, K});
   T dscale(0);
   const T value_count(static_cast<long>(V));
 
@@ -133,7 +133,7 @@ gradients<T> dense_backward(const dense_inputs<T>& in, const cotangents<T>& cot)
         const vector v = pb.value(b, t, h);
         S_hat[t] = multiply(D[t], S[t]);
         P_hat[t] = detail::dense::symmetric_from_upper<T>(multiply(multiply(D[t], P[t]), transpose(D[t])) +
-                                                         pb.process_noise(b, t, h));
+                                                          pb.process_noise(b, t, h));
         u[t] = multiply(P_hat[t], k[t]);
         T quadratic(0);
         for (std::size_t i = 0; i < K; ++i) quadratic += k[t](ix(i)) * u[t](ix(i));
@@ -340,8 +340,11 @@ struct dense_model {
     out.q = f("q", in.q);
     out.k = f("k", in.k);
     out.v = f("v", in.v);
-    if (in.transition) out.transition = dense_transition<U>{in.transition->form, in.transition->space, f("transition", in.transition->values)};
-    if (in.process_noise) out.process_noise = dense_process_noise<U>{in.process_noise->form, f("process_noise", in.process_noise->values)};
+    if (in.transition)
+      out.transition =
+          dense_transition<U>{in.transition->form, in.transition->space, f("transition", in.transition->values)};
+    if (in.process_noise)
+      out.process_noise = dense_process_noise<U>{in.process_noise->form, f("process_noise", in.process_noise->values)};
     out.r = f("r", in.r);
     if (in.initial_state) out.initial_state = f("initial_state", *in.initial_state);
     if (in.initial_covariance) out.initial_covariance = f("initial_covariance", *in.initial_covariance);
@@ -359,7 +362,8 @@ struct dense_model {
     f("mahalanobis", out.mahalanobis);
     f("readout_variance", out.readout_variance);
     if (out.log_likelihood) f("log_likelihood", *out.log_likelihood);
-    if (out.final_precision.size() > 0 && !out.final_precision.shape().empty()) f("final_precision", out.final_precision);
+    if (out.final_precision.size() > 0 && !out.final_precision.shape().empty())
+      f("final_precision", out.final_precision);
     if (out.final_information.size() > 0 && !out.final_information.shape().empty())
       f("final_information", out.final_information);
   }

@@ -62,12 +62,14 @@ struct fixed_gain_gradients {
       : q("q", {p.batch(), p.tokens(), p.heads(), p.key_dim()}),
         k("k", {p.batch(), p.tokens(), p.heads(), p.key_dim()}),
         v("v", {p.batch(), p.tokens(), p.heads(), p.value_dim()}),
-        initial_state("initial_state",
-                      in.initial_state ? in.initial_state->shape() : shape_t{p.batch(), p.heads(), p.key_dim(), p.value_dim()},
-                      shape_t{p.batch(), p.heads(), p.key_dim(), p.value_dim()}) {
+        initial_state(
+            "initial_state",
+            in.initial_state ? in.initial_state->shape() : shape_t{p.batch(), p.heads(), p.key_dim(), p.value_dim()},
+            shape_t{p.batch(), p.heads(), p.key_dim(), p.value_dim()}) {
     const shape_t per_head{p.batch(), p.tokens(), p.heads()};
     const shape_t per_channel{p.batch(), p.tokens(), p.heads(), p.key_dim()};
-    if (p.decays()) g.emplace("g", in.g->shape(), p.rule() == fixed_gain_rule::gated_delta_net ? per_head : per_channel);
+    if (p.decays())
+      g.emplace("g", in.g->shape(), p.rule() == fixed_gain_rule::gated_delta_net ? per_head : per_channel);
     if (p.erases() && !p.given_gain()) beta.emplace("beta", in.beta->shape(), per_head);
     if (p.given_gain()) gain.emplace("gain", in.gain->shape(), per_channel);
   }
@@ -105,8 +107,8 @@ gradients<T> fixed_gain_backward(const fixed_gain_inputs<T>& inputs, const cotan
         const auto w = p.write_gain(b, t, h);
         for (std::size_t i = 0; i < K; ++i) m.write[t * K + i] = w[i];
       }
-      const memory_head_gradients<T> gm =
-          memory_backward<T>(m, detail::grad::head_tokens(cots.o, b, h), detail::grad::head_state(cots.final_state, b, h));
+      const memory_head_gradients<T> gm = memory_backward<T>(m, detail::grad::head_tokens(cots.o, b, h),
+                                                             detail::grad::head_state(cots.final_state, b, h));
 
       detail::grad::scatter_memory_gradients(gm, b, h, grads.q, grads.v, grads.initial_state);
       grads.scale += gm.tau;

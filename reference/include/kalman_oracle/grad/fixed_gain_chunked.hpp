@@ -78,8 +78,8 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
         const std::vector<T>& S0 = state_at[ci];
         const detail::fixed_gain::wy_chunk<T> c = detail::fixed_gain::wy_chunk_forward(p, b, h, c0, n, S0);
         std::vector<T> dr(n, T(0));
-        std::vector<std::vector<T>> de(n, std::vector<T>(K, T(0))), dw = de, dsq = de, dG = de, dGi = de,
-                                    dX = de, dW = de, dU(n, std::vector<T>(V, T(0))), dY = dU;
+        std::vector<std::vector<T>> de(n, std::vector<T>(K, T(0))), dw = de, dsq = de, dG = de, dGi = de, dX = de,
+                                                                    dW = de, dU(n, std::vector<T>(V, T(0))), dY = dU;
         std::vector<std::vector<std::vector<T>>> drho(n, std::vector<std::vector<T>>(n, std::vector<T>(K, T(0))));
         std::vector<T> dS_prev(K * V, T(0));
 
@@ -198,7 +198,7 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
             for (std::size_t i = 0; i < K; ++i) {
               if (p.gates() == gate_space::log) {
                 suffix[i] += dG[t][i] * c.gamma[t][i] - dGi[t][i] * c.gamma_inv[t][i];  // dG_t
-                d_gate[t][i] = suffix[i];                                              // dg_t = Σ_{s≥t} dG_s
+                d_gate[t][i] = suffix[i];                                               // dg_t = Σ_{s≥t} dG_s
               } else {
                 const T& P = c.gamma[t][i];
                 suffix[i] += (dG[t][i] - dGi[t][i] * c.gamma_inv[t][i] * c.gamma_inv[t][i]) * P;  // dP_t P_t

@@ -86,7 +86,8 @@ gradients<T> isotropic_kdn_backward(const isotropic_kdn_inputs<T>& inputs, const
         const T dvar = cotangent_at(cots.readout_variance, b, t, h);
         // v_t = b_t τ² ‖q_t‖².
         cov_bar += dvar * tau * tau * q2[t];
-        for (std::size_t i = 0; i < K; ++i) gm.query[t * K + i] += 2 * dvar * cov[t + 1] * tau * tau * m.query[t * K + i];
+        for (std::size_t i = 0; i < K; ++i)
+          gm.query[t * K + i] += 2 * dvar * cov[t + 1] * tau * tau * m.query[t * K + i];
         grads.scale += 2 * dvar * cov[t + 1] * tau * q2[t];
         // w_t = β_t k_t, e_t = k_t.
         T beta_bar(0);

@@ -54,7 +54,8 @@ gradients<T> kla_backward(const kla_inputs<T>& inputs, const cotangents<T>& cot)
   broadcast_accumulator<T> dLambda("Lambda", inputs.Lambda.shape(), {B, N, M});
   broadcast_accumulator<T> da("a_bar", inputs.a_bar.shape(), {B, N, M, S});
   broadcast_accumulator<T> dp("p_bar", inputs.p_bar.shape(), {B, N, M, S});
-  broadcast_accumulator<T> dlambda0("lambda_0", inputs.lambda_0 ? inputs.lambda_0->shape() : shape_t{B, M, S}, {B, M, S});
+  broadcast_accumulator<T> dlambda0("lambda_0", inputs.lambda_0 ? inputs.lambda_0->shape() : shape_t{B, M, S},
+                                    {B, M, S});
   broadcast_accumulator<T> deta0("eta_0", inputs.eta_0 ? inputs.eta_0->shape() : shape_t{B, M, S}, {B, M, S});
 
   std::vector<T> lambda(N + 1), eta(N + 1);  // λ_0..λ_N, η_0..η_N of one element
@@ -96,7 +97,8 @@ gradients<T> kla_backward(const kla_inputs<T>& inputs, const cotangents<T>& cot)
           const T alpha_bar = eta_bar * eta[t];
           // den_t enters λ_t = λ_{t−1}/den + φ and α_t = ā/den. The mean decay's share (planted bug
           // grad_kla_missing_mean_term drops it: α_t's dependence on λ_{t−1}, ā and p̄):
-          const T den_bar_mean = KALMAN_ORACLE_MUTANT(grad_kla_missing_mean_term, T(-(alpha_bar * a) / (den * den)), T(0));
+          const T den_bar_mean =
+              KALMAN_ORACLE_MUTANT(grad_kla_missing_mean_term, T(-(alpha_bar * a) / (den * den)), T(0));
           const T den_bar = -(lam_bar * lam_prev) / (den * den) + den_bar_mean;
           // φ = Λ k², ρ = v Λ k.
           const T& phi_bar = lam_bar;
@@ -144,9 +146,8 @@ struct kla_model {
   }
   template <class U, class T, class F>
   static kla_inputs<U> transform(const kla_inputs<T>& in, F&& f) {
-    kla_inputs<U> out{f("q", in.q),           f("k", in.k),         f("v", in.v),
-                      f("Lambda", in.Lambda), f("a_bar", in.a_bar), f("p_bar", in.p_bar),
-                      std::nullopt,           std::nullopt};
+    kla_inputs<U> out{f("q", in.q),         f("k", in.k),         f("v", in.v), f("Lambda", in.Lambda),
+                      f("a_bar", in.a_bar), f("p_bar", in.p_bar), std::nullopt, std::nullopt};
     if (in.lambda_0) out.lambda_0 = f("lambda_0", *in.lambda_0);
     if (in.eta_0) out.eta_0 = f("eta_0", *in.eta_0);
     return out;

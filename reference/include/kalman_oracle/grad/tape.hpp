@@ -27,8 +27,8 @@
 #pragma once
 
 // Eigen must learn about the Boost number types before its own headers are read (as dense.hpp).
-#include <boost/multiprecision/eigen.hpp>
 #include <Eigen/Core>
+#include <boost/multiprecision/eigen.hpp>
 
 #include <cmath>
 #include <cstddef>
@@ -69,8 +69,9 @@ class tape {
   /// The active tape of this thread, or throws.
   static tape& active() {
     if (active_ == nullptr)
-      throw std::logic_error("tape_scalar: an operation on recorded values with no active tape on this thread "
-                             "(run the model with threads = 1 inside the tape's lifetime)");
+      throw std::logic_error(
+          "tape_scalar: an operation on recorded values with no active tape on this thread "
+          "(run the model with threads = 1 inside the tape's lifetime)");
     return *active_;
   }
 
@@ -101,9 +102,8 @@ class tape_scalar {
 
   tape_scalar() : value_(0) {}
   template <class A>
-    requires std::is_arithmetic_v<A>
-  tape_scalar(A a) : value_(a) {}  // NOLINT: implicit, as for the built-in types
-  tape_scalar(const B& value) : value_(value) {}  // NOLINT: a constant
+  requires std::is_arithmetic_v<A> tape_scalar(A a) : value_(a) {}  // NOLINT: implicit, as for the built-in types
+  tape_scalar(const B& value) : value_(value) {}                    // NOLINT: a constant
 
   const B& value() const { return value_; }
   /// The node of this value on the tape, or constant_id.
@@ -163,7 +163,9 @@ class tape_scalar {
     return unary(x.value_, x, B(0));
   }
   /// x · 2^e with derivative 2^e (scalar_traits::ldexp; exact in binary formats).
-  static tape_scalar scaled(const tape_scalar& x, B value, B factor) { return unary(std::move(value), x, std::move(factor)); }
+  static tape_scalar scaled(const tape_scalar& x, B value, B factor) {
+    return unary(std::move(value), x, std::move(factor));
+  }
 
   friend std::ostream& operator<<(std::ostream& os, const tape_scalar& x) { return os << x.value_; }
 

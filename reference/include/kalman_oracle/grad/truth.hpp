@@ -113,7 +113,8 @@ B directional_derivative(const Model& model, const typename Model::template inpu
   const auto lifted = Model::template transform<D>(in, [&](const std::string& role, const tensor<B>& x) {
     const tensor<B>* u = direction.find(role);
     if (u && u->shape() != x.shape())
-      throw input_error("direction " + role + ": shape " + to_string(u->shape()) + ", expected " + to_string(x.shape()));
+      throw input_error("direction " + role + ": shape " + to_string(u->shape()) + ", expected " +
+                        to_string(x.shape()));
     tensor<D> y(x.name(), x.shape());
     for (std::size_t i = 0; i < x.size(); ++i) y.data()[i] = u ? D(x.data()[i], u->data()[i]) : D(x.data()[i]);
     return y;
@@ -135,7 +136,8 @@ typename Model::template inputs_type<B> shifted_inputs(const typename Model::tem
     tensor<B> y = x;
     if (const tensor<B>* u = direction.find(role)) {
       if (u->shape() != x.shape())
-        throw input_error("direction " + role + ": shape " + to_string(u->shape()) + ", expected " + to_string(x.shape()));
+        throw input_error("direction " + role + ": shape " + to_string(u->shape()) + ", expected " +
+                          to_string(x.shape()));
       for (std::size_t i = 0; i < x.size(); ++i) y.data()[i] += step * u->data()[i];
     }
     return y;

@@ -56,8 +56,9 @@ gradient_verdict adjoint_equals_tape_exact(const Model& model, const typename Mo
   if (!v.ok) {
     const auto d = compare_gradients(adjoint, taped);
     std::ostringstream os;
-    os << "adjoint != tape: " << (d.shapes_match ? "largest difference in " + d.worst : "missing/misshapen " + d.missing)
-       << " (" << to_double(d.max_abs_difference) << ")";
+    os << "adjoint != tape: "
+       << (d.shapes_match ? "largest difference in " + d.worst : "missing/misshapen " + d.missing) << " ("
+       << to_double(d.max_abs_difference) << ")";
     v.report = os.str();
   }
   return v;
@@ -103,8 +104,8 @@ gradient_verdict inner_product_matches_dual(const Model& model, const typename M
 
 template <class Model, class B>
 gradient_verdict central_difference_agrees(const Model& model, const typename Model::template inputs_type<B>& in,
-                                           const named_tensors<B>& direction, const cotangents<B>& cot,
-                                           long step_exp, long bound_exp) {
+                                           const named_tensors<B>& direction, const cotangents<B>& cot, long step_exp,
+                                           long bound_exp) {
   const gradients<B> adjoint = Model::backward(in, cot);
   const B predicted = inner_product(adjoint, direction);
   const B step = scalar_traits<B>::ldexp(B(1), step_exp);

@@ -45,8 +45,8 @@
 #pragma once
 
 // Eigen must learn about the Boost number types before its own headers are read.
-#include <boost/multiprecision/eigen.hpp>
 #include <Eigen/Core>
+#include <boost/multiprecision/eigen.hpp>
 
 #include <cmath>
 #include <cstddef>
@@ -105,25 +105,25 @@ struct dense_process_noise {
 
 template <class T>
 struct dense_inputs {
-  tensor<T> q;  // [B, T, H, K]
-  tensor<T> k;  // [B, T, H, K]
-  tensor<T> v;  // [B, T, H, V]
+  tensor<T> q;                                          // [B, T, H, K]
+  tensor<T> k;                                          // [B, T, H, K]
+  tensor<T> v;                                          // [B, T, H, V]
   std::optional<dense_transition<T>> transition;        // D_t; absent: I
   std::optional<dense_process_noise<T>> process_noise;  // Ω_t; absent: 0
-  tensor<T> r;                                           // [B, T, H], > 0
-  std::optional<tensor<T>> initial_state;                // S_0 [B, H, K, V]; absent: 0
-  std::optional<tensor<T>> initial_covariance;           // P_0 [B, H, K, K]; absent: I
-  std::optional<T> scale;                                // τ; absent: 1/√K
+  tensor<T> r;                                          // [B, T, H], > 0
+  std::optional<tensor<T>> initial_state;               // S_0 [B, H, K, V]; absent: 0
+  std::optional<tensor<T>> initial_covariance;          // P_0 [B, H, K, K]; absent: I
+  std::optional<T> scale;                               // τ; absent: 1/√K
 };
 
 template <class T>
 struct dense_outputs {
-  tensor<T> o;                    // [B, T, H, V]
-  tensor<T> final_state;          // S_T [B, H, K, V]
-  tensor<T> final_covariance;     // P_T [B, H, K, K]
-  tensor<T> innovation_variance;  // s_t [B, T, H]
-  tensor<T> mahalanobis;          // |v_t - Ŝ_tᵀ k_t|² / s_t [B, T, H]
-  tensor<T> readout_variance;     // τ² q_tᵀ P_t q_t [B, T, H]
+  tensor<T> o;                              // [B, T, H, V]
+  tensor<T> final_state;                    // S_T [B, H, K, V]
+  tensor<T> final_covariance;               // P_T [B, H, K, K]
+  tensor<T> innovation_variance;            // s_t [B, T, H]
+  tensor<T> mahalanobis;                    // |v_t - Ŝ_tᵀ k_t|² / s_t [B, T, H]
+  tensor<T> readout_variance;               // τ² q_tᵀ P_t q_t [B, T, H]
   std::optional<tensor<T>> log_likelihood;  // log N(v_t; Ŝ_tᵀ k_t, s_t I_V) [B, T, H]; floating T only
   // Internals (run_options::internals):
   std::optional<tensor<T>> predicted_covariance;  // P̂_t [B, T, H, K, K]
@@ -263,8 +263,7 @@ dense_matrix<T> symmetric_from_upper(dense_matrix<T> a) {
 /// A required tensor that was never set (default-constructed) is reported by its role.
 template <class T>
 void require_present(const tensor<T>& x, const std::string& role) {
-  if (x.shape().empty() && x.data().empty())
-    throw input_error(role + ": missing; rule: this input is required");
+  if (x.shape().empty() && x.data().empty()) throw input_error(role + ": missing; rule: this input is required");
 }
 
 /// Every K x K matrix of a full-form tensor is exactly symmetric and positive (semi)definite.
@@ -524,17 +523,15 @@ void write_final(Outputs& out, const problem<T>& pb, std::size_t b, std::size_t 
 /// v - Ŝᵀ k, the innovation (one column per value channel). The planted bug reads Ŝ with its index
 /// order swapped (element (j, i) of a V x K layout of the same K*V numbers).
 template <class T>
-dense_vector<T> innovation(const dense_matrix<T>& predicted_state, const dense_vector<T>& k,
-                           const dense_vector<T>& v) {
+dense_vector<T> innovation(const dense_matrix<T>& predicted_state, const dense_vector<T>& k, const dense_vector<T>& v) {
   const index K = predicted_state.rows(), V = predicted_state.cols();
   dense_vector<T> e(V);
   for (index j = 0; j < V; ++j) {
     T predicted(0);
     for (index i = 0; i < K; ++i)
       // Eigen is column-major: (i, j) is data()[i + j K]; the bug takes data()[j + i V].
-      predicted += KALMAN_ORACLE_MUTANT(dense_transposed_state, predicted_state(i, j),
-                                        predicted_state.data()[j + i * V]) *
-                   k(i);
+      predicted +=
+          KALMAN_ORACLE_MUTANT(dense_transposed_state, predicted_state(i, j), predicted_state.data()[j + i * V]) * k(i);
     e(j) = v(j) - predicted;
   }
   return e;
@@ -587,8 +584,7 @@ dense_outputs<T> dense_forward(const dense_inputs<T>& in, const run_options& opt
           if (j != i) P_new(ix(j), ix(i)) = P_new(ix(i), ix(j));
         }
       // κ_t = P̂_t k_t / s_t, from the prediction (planted bug: from the posterior P_t).
-      const vector kappa =
-          KALMAN_ORACLE_MUTANT(dense_gain_after_write, vector(u / s), vector(multiply(P_new, k) / s));
+      const vector kappa = KALMAN_ORACLE_MUTANT(dense_gain_after_write, vector(u / s), vector(multiply(P_new, k) / s));
       // S_t = Ŝ_t + κ_t (v_t - Ŝ_tᵀ k_t)ᵀ.
       const vector e = detail::dense::innovation<T>(S_hat, k, v);
       const matrix S_updated = S_hat + outer(kappa, e);
@@ -597,7 +593,7 @@ dense_outputs<T> dense_forward(const dense_inputs<T>& in, const run_options& opt
       // read after write: o_t = S_tᵀ (τ q_t) (planted bug: read Ŝ_t, before the write).
       const matrix& read = KALMAN_ORACLE_MUTANT(dense_read_before_write, S_new, S_hat);
       detail::dense::write_token(out, pb, b, t, h, detail::dense::token_report<T>{P_hat, e, s, kappa, S_new, P_new},
-                                read);
+                                 read);
       S = S_new;
       P = P_new;
     }

@@ -39,13 +39,13 @@ namespace kalman_oracle {
 /// broadcasts (numpy rules, tensor/broadcast_view.hpp) to the full shape named here.
 template <class T>
 struct diagonal_kdn_inputs {
-  tensor<T> q;      ///< queries [B, T, H, K]
-  tensor<T> k;      ///< keys [B, T, H, K]
-  tensor<T> v;      ///< values [B, T, H, V]
-  tensor<T> g;      ///< decays, broadcast to [B, T, H, K]: log gates g <= 0 (α = e^g), or α in (0, 1]
+  tensor<T> q;  ///< queries [B, T, H, K]
+  tensor<T> k;  ///< keys [B, T, H, K]
+  tensor<T> v;  ///< values [B, T, H, V]
+  tensor<T> g;  ///< decays, broadcast to [B, T, H, K]: log gates g <= 0 (α = e^g), or α in (0, 1]
   gate_space gates = gate_space::log;
-  tensor<T> omega;  ///< process noise ω >= 0, broadcast to [B, T, H, K]
-  tensor<T> r;      ///< observation noise r > 0, broadcast to [B, T, H]
+  tensor<T> omega;                              ///< process noise ω >= 0, broadcast to [B, T, H, K]
+  tensor<T> r;                                  ///< observation noise r > 0, broadcast to [B, T, H]
   std::optional<tensor<T>> mu;                  ///< information scale μ > 0, broadcast to [H]; default K
   std::optional<tensor<T>> initial_covariance;  ///< prior p_0 > 0, broadcast to [B, H, K]; default 1
   std::optional<tensor<T>> initial_state;       ///< prior mean S_0, broadcast to [B, H, K, V]; default 0
@@ -75,7 +75,8 @@ diagonal_kdn_outputs<T> diagonal_kdn_allocate(const kdn_dims& d, bool internals)
                               tensor<T>("final_state", {d.batch, d.heads, d.key_dim, d.value_dim}),
                               tensor<T>("final_covariance", {d.batch, d.heads, d.key_dim}),
                               tensor<T>("readout_variance", {d.batch, d.tokens, d.heads}),
-                              std::nullopt, std::nullopt};
+                              std::nullopt,
+                              std::nullopt};
   if (internals) {
     out.predicted_covariance = tensor<T>("predicted_covariance", {d.batch, d.tokens, d.heads, d.key_dim});
     out.gain = tensor<T>("gain", {d.batch, d.tokens, d.heads, d.key_dim});
@@ -128,8 +129,8 @@ diagonal_kdn_outputs<T> diagonal_kdn_forward(const diagonal_kdn_inputs<T>& input
 
       // §4 gain, from p̂_t (the prior of this token's write): κ_t = p̂_t ⊙ k_t / (r_t + Σ_i p̂_{t,i} k_{t,i}²).
       // (Planted bugs: the gain formed from the posterior p_t, or μ inside the gain's denominator.)
-      const std::vector<T>& gain_covariance = KALMAN_ORACLE_MUTANT(
-          kdn_gain_after_write, predicted, detail::diagonal_kdn_posterior(predicted, key, r, mu));
+      const std::vector<T>& gain_covariance =
+          KALMAN_ORACLE_MUTANT(kdn_gain_after_write, predicted, detail::diagonal_kdn_posterior(predicted, key, r, mu));
       T innovation_variance = r;
       for (std::size_t i = 0; i < K; ++i)
         innovation_variance += KALMAN_ORACLE_MUTANT(kdn_mu_before_gain, gain_covariance[i] * key[i] * key[i],

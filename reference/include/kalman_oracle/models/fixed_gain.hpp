@@ -138,9 +138,7 @@ class problem {
   const T& beta(std::size_t b, std::size_t t, std::size_t h) const { return (*beta_)(b, t, h); }
 
   /// κ_{t,i} (given-gain form only).
-  const T& kappa(std::size_t b, std::size_t t, std::size_t h, std::size_t i) const {
-    return (*gain_)(b, t, h, i);
-  }
+  const T& kappa(std::size_t b, std::size_t t, std::size_t h, std::size_t i) const { return (*gain_)(b, t, h, i); }
 
   /// The write vector of token t: β_t k_t, κ_t, or k_t for GLA.
   std::vector<T> write_gain(std::size_t b, std::size_t t, std::size_t h) const {
@@ -288,7 +286,7 @@ void run_head(const problem<T>& p, std::size_t b, std::size_t h, fixed_gain_outp
 
   const auto decay = [&](std::size_t t) {
     switch (p.rule()) {
-      case fixed_gain_rule::delta_net: break;  // no decay
+      case fixed_gain_rule::delta_net: break;                                                  // no decay
       case fixed_gain_rule::gated_delta_net: decay_all<T>(state, p.decay(b, t, h, 0)); break;  // S ← α_t S
       case fixed_gain_rule::gla:
       case fixed_gain_rule::kda:
@@ -328,7 +326,7 @@ void run_head(const problem<T>& p, std::size_t b, std::size_t h, fixed_gain_outp
     if (!decay_after) decay(t);  // fla: decay first ...
     write(t);                    // ... then the correction against the decayed state ...
     if (decay_after) decay(t);
-    if (!read_before) read(t);   // ... then read after write
+    if (!read_before) read(t);  // ... then read after write
   }
   store_state(out, p, b, h, S);
 }
@@ -341,10 +339,10 @@ template <class T>
 fixed_gain_outputs<T> fixed_gain_forward(const fixed_gain_inputs<T>& inputs, const run_options& options = {}) {
   const detail::fixed_gain::problem<T> p(inputs);
   auto out = detail::fixed_gain::make_outputs(p, options);
-  if (options.internals) out.state_norm_squared.emplace("state_norm_squared", shape_t{p.batch(), p.tokens(), p.heads()});
-  detail::parallel_for(p.batch() * p.heads(), options.threads, [&](std::size_t bh) {
-    detail::fixed_gain::run_head(p, bh / p.heads(), bh % p.heads(), out);
-  });
+  if (options.internals)
+    out.state_norm_squared.emplace("state_norm_squared", shape_t{p.batch(), p.tokens(), p.heads()});
+  detail::parallel_for(p.batch() * p.heads(), options.threads,
+                       [&](std::size_t bh) { detail::fixed_gain::run_head(p, bh / p.heads(), bh % p.heads(), out); });
   return out;
 }
 

@@ -70,7 +70,7 @@ chunk_decays<T> cumulative_decays(const problem<T>& p, std::size_t b, std::size_
     for (std::size_t t = 0; t < n; ++t)
       for (std::size_t i = 0; i < K; ++i) {
         G[i] += p.gate(b, c0 + t, h, i);
-        d.gamma[t][i] = decay_of_log_gate(G[i]);         // Γ_t = e^{G_t}
+        d.gamma[t][i] = decay_of_log_gate(G[i]);          // Γ_t = e^{G_t}
         d.gamma_inv[t][i] = decay_of_log_gate(T(-G[i]));  // 1/Γ_t = e^{−G_t}
       }
   } else {

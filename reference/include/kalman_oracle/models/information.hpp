@@ -40,8 +40,8 @@ using information_inputs = dense_inputs<T>;
 
 template <class T>
 struct information_outputs : dense_outputs<T> {
-  tensor<T> final_precision;    // Y_T [B, H, K, K]
-  tensor<T> final_information;  // H_T [B, H, K, V]
+  tensor<T> final_precision;                     // Y_T [B, H, K, K]
+  tensor<T> final_information;                   // H_T [B, H, K, V]
   std::optional<tensor<T>> predicted_precision;  // Ŷ_t [B, T, H, K, K] (internals)
 };
 
@@ -115,7 +115,7 @@ information_outputs<T> information_forward(const information_inputs<T>& in, cons
     const auto prior_precision = spd_inverse<T>(pb.initial_covariance(b, h));
     if (!prior_precision)
       detail::information::throw_singular("the prior covariance P_0", b, 0, h,
-                                         "the information form needs P_0 invertible (docs/math.md §3)");
+                                          "the information form needs P_0 invertible (docs/math.md §3)");
     matrix Y = *prior_precision;
     matrix H_info = multiply(Y, pb.initial_state(b, h));
     // Y_{t-1}⁻¹, carried from the previous token (Y_0⁻¹ is recomputed from Y_0, not taken from P_0:
@@ -123,7 +123,7 @@ information_outputs<T> information_forward(const information_inputs<T>& in, cons
     auto covariance = spd_inverse<T>(Y);
     if (!covariance)
       detail::information::throw_singular("the prior precision Y_0", b, 0, h,
-                                         "the information form needs P_0 invertible (docs/math.md §3)");
+                                          "the information form needs P_0 invertible (docs/math.md §3)");
     matrix P_prev = *covariance;
     for (std::size_t t = 0; t < L; ++t) {
       const matrix D = pb.transition(b, t, h);
@@ -138,8 +138,8 @@ information_outputs<T> information_forward(const information_inputs<T>& in, cons
       const auto Y_hat = spd_inverse<T>(M);
       if (!Y_hat)
         detail::information::throw_singular("D_t Y_{t-1}^-1 D_t^T + Omega_t", b, t, h,
-                                           "the information form needs the predicted covariance invertible "
-                                           "(docs/math.md §3)");
+                                            "the information form needs the predicted covariance invertible "
+                                            "(docs/math.md §3)");
       // Ĥ_t = Ŷ_t D Y⁻¹ H, via the predicted mean Ŝ_t = D Y⁻¹ H.
       const matrix S_hat = multiply(D, multiply(P_prev, H_info));
       const matrix H_hat = multiply(*Y_hat, S_hat);
@@ -149,7 +149,7 @@ information_outputs<T> information_forward(const information_inputs<T>& in, cons
       covariance = spd_inverse<T>(Y);
       if (!covariance)
         detail::information::throw_singular("the posterior precision Y_t", b, t, h,
-                                           "Y_t must stay positive definite (docs/math.md §3)");
+                                            "Y_t must stay positive definite (docs/math.md §3)");
       const matrix& P = *covariance;
       // S_t = Y_t⁻¹ H_t.
       const matrix S = multiply(P, H_info);

@@ -34,13 +34,13 @@ namespace kalman_oracle {
 /// broadcasts to the full shape named here.
 template <class T>
 struct isotropic_kdn_inputs {
-  tensor<T> q;      ///< queries [B, T, H, K]
-  tensor<T> k;      ///< keys [B, T, H, K]
-  tensor<T> v;      ///< values [B, T, H, V]
-  tensor<T> g;      ///< decays, broadcast to [B, T, H, K]: log gates g <= 0 (α = e^g), or α in (0, 1]
+  tensor<T> q;  ///< queries [B, T, H, K]
+  tensor<T> k;  ///< keys [B, T, H, K]
+  tensor<T> v;  ///< values [B, T, H, V]
+  tensor<T> g;  ///< decays, broadcast to [B, T, H, K]: log gates g <= 0 (α = e^g), or α in (0, 1]
   gate_space gates = gate_space::log;
-  tensor<T> omega;  ///< process noise ω >= 0, broadcast to [B, T, H]
-  tensor<T> r;      ///< observation noise r > 0, broadcast to [B, T, H]
+  tensor<T> omega;                              ///< process noise ω >= 0, broadcast to [B, T, H]
+  tensor<T> r;                                  ///< observation noise r > 0, broadcast to [B, T, H]
   std::optional<tensor<T>> mu;                  ///< information scale μ > 0, broadcast to [H]; default K
   std::optional<tensor<T>> initial_covariance;  ///< prior b_0 > 0, broadcast to [B, H]; default 1
   std::optional<tensor<T>> initial_state;       ///< prior mean S_0, broadcast to [B, H, K, V]; default 0
@@ -70,7 +70,8 @@ isotropic_kdn_outputs<T> isotropic_kdn_allocate(const kdn_dims& d, bool internal
                                tensor<T>("final_state", {d.batch, d.heads, d.key_dim, d.value_dim}),
                                tensor<T>("final_covariance", {d.batch, d.heads}),
                                tensor<T>("readout_variance", {d.batch, d.tokens, d.heads}),
-                               std::nullopt, std::nullopt};
+                               std::nullopt,
+                               std::nullopt};
   if (internals) {
     out.predicted_covariance = tensor<T>("predicted_covariance", {d.batch, d.tokens, d.heads});
     out.beta = tensor<T>("beta", {d.batch, d.tokens, d.heads});
@@ -95,8 +96,7 @@ T kdn_mutant_norm(const T& squared_norm) {
 /// The isotropic KDN, token by token (docs/math.md §5). Validates every input first, then runs the
 /// independent (batch, head) problems on options.threads threads (bit-identical to one thread).
 template <class T>
-isotropic_kdn_outputs<T> isotropic_kdn_forward(const isotropic_kdn_inputs<T>& inputs,
-                                               const run_options& options = {}) {
+isotropic_kdn_outputs<T> isotropic_kdn_forward(const isotropic_kdn_inputs<T>& inputs, const run_options& options = {}) {
   const detail::isotropic_kdn_problem<T> pb(inputs);
   const detail::kdn_dims& d = pb.dims;
   const std::size_t K = d.key_dim, V = d.value_dim;

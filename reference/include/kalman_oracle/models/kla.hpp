@@ -41,22 +41,22 @@ namespace kalman_oracle {
 /// KLA inputs. Error messages name each tensor by its own name(); give them the names below.
 template <class T>
 struct kla_inputs {
-  tensor<T> q;       // "q"      [B, T, S] query, shared by every channel
-  tensor<T> k;       // "k"      [B, T, S] key, shared by every channel
-  tensor<T> v;       // "v"      [B, T, M] value
-  tensor<T> Lambda;  // "Lambda" value precision, broadcast to [B, T, M]; > 0
-  tensor<T> a_bar;   // "a_bar"  decay ā, broadcast to [B, T, M, S]; in (0, 1]
-  tensor<T> p_bar;   // "p_bar"  process noise p̄, broadcast to [B, T, M, S]; >= 0
+  tensor<T> q;                        // "q"      [B, T, S] query, shared by every channel
+  tensor<T> k;                        // "k"      [B, T, S] key, shared by every channel
+  tensor<T> v;                        // "v"      [B, T, M] value
+  tensor<T> Lambda;                   // "Lambda" value precision, broadcast to [B, T, M]; > 0
+  tensor<T> a_bar;                    // "a_bar"  decay ā, broadcast to [B, T, M, S]; in (0, 1]
+  tensor<T> p_bar;                    // "p_bar"  process noise p̄, broadcast to [B, T, M, S]; >= 0
   std::optional<tensor<T>> lambda_0;  // "lambda_0" prior precision, broadcast to [B, M, S]; > 0 (default 1)
   std::optional<tensor<T>> eta_0;     // "eta_0"    prior information mean, broadcast to [B, M, S] (default 0)
 };
 
 template <class T>
 struct kla_outputs {
-  tensor<T> y;             // "y"            [B, T, M]  sum_s q eta_t / lambda_t
-  tensor<T> y_var;         // "y_var"        [B, T, M]  sum_s q^2 / lambda_t
-  tensor<T> final_lambda;  // "final_lambda" [B, M, S]  lambda_T
-  tensor<T> final_eta;     // "final_eta"    [B, M, S]  eta_T
+  tensor<T> y;                      // "y"            [B, T, M]  sum_s q eta_t / lambda_t
+  tensor<T> y_var;                  // "y_var"        [B, T, M]  sum_s q^2 / lambda_t
+  tensor<T> final_lambda;           // "final_lambda" [B, M, S]  lambda_T
+  tensor<T> final_eta;              // "final_eta"    [B, M, S]  eta_T
   std::optional<tensor<T>> lambda;  // "lambda" [B, T, M, S], with run_options.internals
   std::optional<tensor<T>> eta;     // "eta"    [B, T, M, S], with run_options.internals
 };
@@ -71,8 +71,7 @@ struct kla_dims {
 template <class T>
 kla_dims kla_check_dims(const kla_inputs<T>& in) {
   const tensor<T>& k = in.k;
-  if (k.rank() != 3)
-    throw input_error(k.name() + ": shape " + to_string(k.shape()) + ", expected [B, T, S] (rank 3)");
+  if (k.rank() != 3) throw input_error(k.name() + ": shape " + to_string(k.shape()) + ", expected [B, T, S] (rank 3)");
   const std::size_t batch = k.dim(0), tokens = k.dim(1), state = k.dim(2);
   require_tokens(k.name(), tokens);
   if (state == 0) throw input_error(k.name() + ": S = 0; rule: the state size S must be >= 1");
@@ -108,7 +107,8 @@ class kla_checked_inputs {
     require_finite(in.k);
     require_finite(in.v);
     require_positive(in.Lambda, "value precision Lambda");
-    require_each(in.a_bar, [](const T& a) { return a > 0 && a <= 1; }, "decay a_bar must be in (0, 1]");
+    require_each(
+        in.a_bar, [](const T& a) { return a > 0 && a <= 1; }, "decay a_bar must be in (0, 1]");
     require_nonnegative(in.p_bar, "process noise p_bar");
     if (in.lambda_0) require_positive(*in.lambda_0, "prior precision lambda_0");
     if (in.eta_0) require_finite(*in.eta_0);
@@ -180,14 +180,13 @@ kla_outputs<T> kla_forward(const kla_inputs<T>& inputs, const run_options& optio
           const T rho = in.v(b, t, m) * precision * key;  // ρ_t = v_{t,m} Λ_{t,m} k_{t,s}
           // den_t = ā² + p̄ λ_{t-1}: the predicted variance ā²/λ_{t-1} + p̄, times λ_{t-1}.
           const T den = KALMAN_ORACLE_MUTANT(kla_precision_decay_not_squared, a * a, a) + p * lambda_prev;
-          lambda_ms = lambda_prev / den + phi;            // λ_t = λ_{t-1} / den_t + φ_t
+          lambda_ms = lambda_prev / den + phi;  // λ_t = λ_{t-1} / den_t + φ_t
           // α_t = ā / den_t: the decay of the information mean uses the *previous* precision.
           const T alpha = KALMAN_ORACLE_MUTANT(kla_mean_decay_wrong_time, a / den, a / (a * a + p * lambda_ms));
           eta_ms = alpha * eta_prev + rho;  // η_t = α_t η_{t-1} + ρ_t
 
           // Read after write: the posterior mean of token t is η_t / λ_t, its variance 1 / λ_t.
-          y += KALMAN_ORACLE_MUTANT(kla_read_before_write, query * eta_ms / lambda_ms,
-                                    query * eta_prev / lambda_prev);
+          y += KALMAN_ORACLE_MUTANT(kla_read_before_write, query * eta_ms / lambda_ms, query * eta_prev / lambda_prev);
           y_var += KALMAN_ORACLE_MUTANT(kla_yvar_missing_square, query * query / lambda_ms, query / lambda_ms);
           if (options.internals) {
             (*out.lambda)(b, t, m, s) = lambda_ms;
@@ -210,8 +209,8 @@ kla_outputs<T> kla_forward(const kla_inputs<T>& inputs, const run_options& optio
 // ---- Optional: ā and p̄ from the Ornstein–Uhlenbeck prior (docs/math.md §6) ------------------------
 
 enum class kla_ou_variant {
-  exact,              // p̄ = p (-expm1(2 a Delta)) / (2 |a|)  (p Delta at a = 0)
-  zero_order_hold,    // p̄ = p Delta
+  exact,            // p̄ = p (-expm1(2 a Delta)) / (2 |a|)  (p Delta at a = 0)
+  zero_order_hold,  // p̄ = p Delta
 };
 
 template <class T>
@@ -249,7 +248,8 @@ const T& kla_broadcast_element(const tensor<T>& x, const shape_t& full_index) {
   const shape_t& s = x.shape();
   const std::size_t pad = full_index.size() - s.size();
   std::size_t offset = 0;
-  for (std::size_t axis = 0; axis < s.size(); ++axis) offset = offset * s[axis] + (s[axis] == 1 ? 0 : full_index[pad + axis]);
+  for (std::size_t axis = 0; axis < s.size(); ++axis)
+    offset = offset * s[axis] + (s[axis] == 1 ? 0 : full_index[pad + axis]);
   return x.data()[offset];
 }
 }  // namespace detail
@@ -260,7 +260,8 @@ const T& kla_broadcast_element(const tensor<T>& x, const shape_t& full_index) {
 template <class T>
 kla_ou_parameters<T> kla_ou_discretise(const tensor<T>& rate, const tensor<T>& step, const tensor<T>& diffusion,
                                        kla_ou_variant variant = kla_ou_variant::exact) {
-  require_each(rate, [](const T& a) { return a <= 0; }, "OU rate a must be <= 0");
+  require_each(
+      rate, [](const T& a) { return a <= 0; }, "OU rate a must be <= 0");
   require_positive(step, "OU step Delta");
   require_nonnegative(diffusion, "OU diffusion p");
   const shape_t shape = detail::kla_broadcast_shape<T>({&rate, &step, &diffusion});

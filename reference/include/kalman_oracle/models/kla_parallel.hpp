@@ -60,8 +60,8 @@ inline std::string to_string(kla_recovery recovery) {
 
 struct kla_scan_options {
   scan_schedule schedule = scan_schedule::sequential;
-  rescale_mode rescale = rescale_mode::none;             // of the Möbius products (§8 fact 3)
-  std::size_t chunk_size = default_scan_chunk_size;       // chunked schedule only; >= 1
+  rescale_mode rescale = rescale_mode::none;         // of the Möbius products (§8 fact 3)
+  std::size_t chunk_size = default_scan_chunk_size;  // chunked schedule only; >= 1
   kla_recovery recovery = kla_recovery::exclusive_scan;
 };
 
@@ -100,7 +100,8 @@ kla_element_trajectory<T> kla_scan_element(std::span<const T> decay, std::span<c
   for (std::size_t t = 0; t < n; ++t) leaves.push_back(kla_precision_leaf(decay[t], process_noise[t], phi[t]));
   const mobius_monoid<T> precision_monoid{options.rescale};
   const std::span<const mobius<T>> leaf_span(leaves);
-  const std::vector<mobius<T>> prefixes = inclusive_scan(options.schedule, precision_monoid, leaf_span, options.chunk_size);
+  const std::vector<mobius<T>> prefixes =
+      inclusive_scan(options.schedule, precision_monoid, leaf_span, options.chunk_size);
   for (std::size_t t = 0; t < n; ++t) out.lambda.push_back(mobius_apply(prefixes[t], lambda_0));
 
   // 2. Previous precision λ_{t-1}.
@@ -120,8 +121,8 @@ kla_element_trajectory<T> kla_scan_element(std::span<const T> decay, std::span<c
   mean_leaves.reserve(n);
   for (std::size_t t = 0; t < n; ++t)
     mean_leaves.push_back(kla_mean_leaf(decay[t], process_noise[t], out.previous_lambda[t], rho[t]));
-  const std::vector<affine<T>> mean_prefixes = inclusive_scan(
-      options.schedule, affine_monoid<T>{}, std::span<const affine<T>>(mean_leaves), options.chunk_size);
+  const std::vector<affine<T>> mean_prefixes =
+      inclusive_scan(options.schedule, affine_monoid<T>{}, std::span<const affine<T>>(mean_leaves), options.chunk_size);
   for (std::size_t t = 0; t < n; ++t) out.eta.push_back(affine_apply(mean_prefixes[t], eta_0));
   return out;
 }

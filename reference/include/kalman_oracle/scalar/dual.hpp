@@ -18,8 +18,8 @@
 #pragma once
 
 // Eigen must learn about the Boost number types before its own headers are read (as dense.hpp).
-#include <boost/multiprecision/eigen.hpp>
 #include <Eigen/Core>
+#include <boost/multiprecision/eigen.hpp>
 
 #include <cmath>
 #include <concepts>
@@ -40,9 +40,8 @@ class dual {
 
   dual() : value_(0), tangent_(0) {}
   template <class A>
-    requires std::is_arithmetic_v<A>
-  dual(A a) : value_(a), tangent_(0) {}  // NOLINT: implicit, as for the built-in types
-  dual(const B& value) : value_(value), tangent_(0) {}  // NOLINT
+  requires std::is_arithmetic_v<A> dual(A a) : value_(a), tangent_(0) {}  // NOLINT: implicit, as for the built-in types
+  dual(const B& value) : value_(value), tangent_(0) {}                    // NOLINT
   dual(B value, B tangent) : value_(std::move(value)), tangent_(std::move(tangent)) {}
 
   const B& value() const { return value_; }

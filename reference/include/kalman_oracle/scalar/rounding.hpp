@@ -100,7 +100,7 @@ inline std::uint64_t round_to_format_bits(mpfr_srcptr x, const binary_format& f)
   mpfr_exp_t quantum = q;
   const std::uint64_t hidden = std::uint64_t{1} << layout.fraction_bits;  // 2^(p-1)
   if (magnitude == 0) return sign;  // below half the smallest subnormal, or exactly half (0 is even)
-  if (magnitude == 2 * hidden) {  // the round-up carried out of the binade: 2^p * 2^q = 2^(p-1) * 2^(q+1)
+  if (magnitude == 2 * hidden) {    // the round-up carried out of the binade: 2^p * 2^q = 2^(p-1) * 2^(q+1)
     magnitude = hidden;
     ++quantum;
   }
@@ -161,7 +161,7 @@ inline mpfr_real from_format_bits(std::uint64_t bits, const binary_format& f) {
   const std::uint64_t significand = biased == 0 ? fraction : (std::uint64_t{1} << layout.fraction_bits) | fraction;
   const long exponent = (biased == 0 ? 1L : static_cast<long>(biased)) - layout.bias - layout.fraction_bits;
   mpfr_set_d(out, static_cast<double>(significand), MPFR_RNDN);  // exact: significand < 2^p <= 2^53
-  mpfr_mul_2si(out, out, exponent, MPFR_RNDN);                    // exact: a power-of-two scaling
+  mpfr_mul_2si(out, out, exponent, MPFR_RNDN);                   // exact: a power-of-two scaling
   if (negative) mpfr_neg(out, out, MPFR_RNDN);
   return r;
 }

@@ -80,9 +80,7 @@ struct scalar_traits<mpfi_interval> {
   static constexpr bool is_interval = true;
   static std::string name() { return "mpfi" + std::to_string(precision_bits()); }
   static unsigned precision_bits() { return precision_scope::bits(); }
-  static mpfi_interval unit_roundoff() {
-    return ldexp(mpfi_interval(1), -static_cast<long>(precision_bits()));
-  }
+  static mpfi_interval unit_roundoff() { return ldexp(mpfi_interval(1), -static_cast<long>(precision_bits())); }
   static mpfi_interval from_double(double x) {
     mpfi_interval r;
     mpfi_set_d(r.backend().data(), x);
@@ -147,10 +145,16 @@ struct scalar_traits<rational> {
 
 /// Shorthands so generic code reads like mathematics.
 template <class T>
-T unit_roundoff() { return scalar_traits<T>::unit_roundoff(); }
+T unit_roundoff() {
+  return scalar_traits<T>::unit_roundoff();
+}
 template <class T>
-T from_double(double x) { return scalar_traits<T>::from_double(x); }
+T from_double(double x) {
+  return scalar_traits<T>::from_double(x);
+}
 template <class T>
-double to_double(const T& x) { return scalar_traits<T>::to_double(x); }
+double to_double(const T& x) {
+  return scalar_traits<T>::to_double(x);
+}
 
 }  // namespace kalman_oracle

@@ -64,9 +64,10 @@ template <scan_monoid M>
 std::vector<typename M::value_type> chunked_exclusive_scan(const M& monoid, std::span<const typename M::value_type> xs,
                                                            std::size_t chunk_size) {
   if (chunk_size == 0) throw std::invalid_argument("chunked scan: chunk_size must be at least 1, got 0");
-  return detail::exclusive_from_inclusive(monoid, xs, [&monoid, chunk_size](std::span<const typename M::value_type> head) {
-    return chunked_inclusive_scan(monoid, head, chunk_size);
-  });
+  return detail::exclusive_from_inclusive(monoid, xs,
+                                          [&monoid, chunk_size](std::span<const typename M::value_type> head) {
+                                            return chunked_inclusive_scan(monoid, head, chunk_size);
+                                          });
 }
 
 }  // namespace kalman_oracle

@@ -35,8 +35,9 @@ std::vector<typename M::value_type> sequential_inclusive_scan(const M& monoid,
 template <scan_monoid M>
 std::vector<typename M::value_type> sequential_exclusive_scan(const M& monoid,
                                                               std::span<const typename M::value_type> xs) {
-  return detail::exclusive_from_inclusive(
-      monoid, xs, [&monoid](std::span<const typename M::value_type> head) { return sequential_inclusive_scan(monoid, head); });
+  return detail::exclusive_from_inclusive(monoid, xs, [&monoid](std::span<const typename M::value_type> head) {
+    return sequential_inclusive_scan(monoid, head);
+  });
 }
 
 }  // namespace kalman_oracle
