@@ -18,6 +18,7 @@ set(KALMAN_ORACLE_META_TESTS
   brent_kung_downsweep_skips_level:scan
   sklansky_wrong_source:scan
   chunked_carry_skips_last:scan
+  tiled_kogge_stone_in_place:scan
   # scan_mpfr: every schedule within the stated bound of the fold at 256 bits
   brent_kung_lossy_compose:scan_mpfr
   # kla: Kalman Linear Attention (models/kla.hpp, models/kla_parallel.hpp)

@@ -10,6 +10,7 @@
 #include "kalman_oracle/algebra/affine.hpp"
 #include "kalman_oracle/algebra/mobius.hpp"
 #include "kalman_oracle/scan/schedules.hpp"
+#include "kalman_oracle/scan/word_monoid.hpp"
 #include "rapidcheck_doctest.hpp"
 
 using namespace kalman_oracle;
@@ -41,20 +42,6 @@ void assert_same_scan(const char* what, const std::vector<V>& got, const std::ve
               rc::toString(got[t]) + ", want " + rc::toString(want[t]));
   }
 }
-
-/// The free monoid of words: compose(later, earlier) = earlier followed by later. With the
-/// leaves {0}, …, {n-1}, inclusive[t] = (0, 1, …, t) is the formal product itself, so a schedule
-/// that reproduces it reproduces the fold on every monoid (each monoid is a quotient of the free
-/// one) for that length and chunk size.
-struct word_monoid {
-  using value_type = std::vector<int>;
-  value_type identity() const { return {}; }
-  value_type compose(const value_type& later, const value_type& earlier) const {
-    value_type word = earlier;
-    word.insert(word.end(), later.begin(), later.end());
-    return word;
-  }
-};
 
 /// Asserts inclusive == the fold and exclusive == (identity, fold[0..n-2]). The expected
 /// exclusive scan is the fold shifted by hand, not the sequential exclusive scan (itself under

@@ -10,20 +10,12 @@
 #include <vector>
 
 #include "kalman_oracle/scan/monoid.hpp"
+#include "kalman_oracle/scan/word_monoid.hpp"
 
 namespace kalman_oracle::scan_test {
 
-/// The free monoid of words over int: compose(later, earlier) = earlier followed by later. A
-/// schedule that equals the fold here equals it on every monoid for that length.
-struct word_monoid {
-  using value_type = std::vector<int>;
-  value_type identity() const { return {}; }
-  value_type compose(const value_type& later, const value_type& earlier) const {
-    value_type word = earlier;
-    word.insert(word.end(), later.begin(), later.end());
-    return word;
-  }
-};
+/// The free monoid of words (scan/word_monoid.hpp).
+using kalman_oracle::word_monoid;
 
 /// Integers under addition (commutative: it cannot tell the compose order apart, the words can).
 struct add_monoid {
