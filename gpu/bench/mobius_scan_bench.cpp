@@ -78,8 +78,10 @@ int main(int argc, char** argv) {
   check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
 
   // KLA's precision scan at B = 8, M = 2048, S = 16 has 262144 lanes (T = 1024 here: 4.3 GB a
-  // buffer); a few long lanes is the split-T case.
+  // buffer); 4096 lanes of 65536 maps is the same volume in long lanes; a few long lanes is the
+  // split-T case.
   const problem problems[] = {{"kla_lanes_B8_M2048_S16_T1024", 262144, 1024},
+                              {"lanes_4096_T65536", 4096, 65536},
                               {"few_lanes_64_T65536", 64, 65536},
                               {"one_lane_T1048576", 1, 1048576}};
   for (const problem& p : problems) {
@@ -88,7 +90,9 @@ int main(int argc, char** argv) {
     std::vector<mobius_f32> host(count);
     // Positive entries in [1/8, 8) from a cheap hash (4.3 GB of maps: no random engine needed).
     for (std::size_t i = 0; i < count; ++i) {
-      auto entry = [i](unsigned k) { return 0.125f + static_cast<float>(((i * 2654435761u + k * 40503u) >> 7) % 1000) * 0.0079f; };
+      auto entry = [i](unsigned k) {
+        return 0.125f + static_cast<float>(((i * 2654435761u + k * 40503u) >> 7) % 1000) * 0.0079f;
+      };
       host[i] = {entry(0), entry(1), entry(2), entry(3)};
     }
     mobius_f32 *in = nullptr, *out = nullptr;
@@ -102,7 +106,8 @@ int main(int argc, char** argv) {
     if (scratch_bytes > 0) check(cudaMalloc(&scratch, scratch_bytes), "cudaMalloc");
     check(cudaMemcpy(in, host.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
 
-    const double copy_ms = median_ms(repeats, [&] { check(cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice), "copy"); });
+    const double copy_ms =
+        median_ms(repeats, [&] { check(cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice), "copy"); });
     const double gb = 2.0 * static_cast<double>(bytes) / 1e9;
     std::printf(
         "{\"device\": \"%s\", \"problem\": \"%s\", \"lanes\": %d, \"T\": %d, \"path\": \"device_copy\", \"ms\": %.4f, "

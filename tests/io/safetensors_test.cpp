@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kalman_oracle/scalar/rounding.hpp"
@@ -619,5 +620,47 @@ TEST_CASE("safetensors: write_atomic and read") {
   std::ofstream(dir / "short.safetensors", std::ios::binary) << "abc";
   const std::string too_short = (dir / "short.safetensors").string() + ": file is 3 bytes";
   CHECK_THROWS_WITH_AS(st::read(dir / "short.safetensors"), doctest::Contains(too_short.c_str()), st::format_error);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("safetensors: read refuses what is not a regular file and reads no more than the header declares") {
+  const fs::path dir = scratch_dir("hostile");
+  auto message = [](const fs::path& p) {
+    try {
+      st::read(p);
+    } catch (const st::format_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  // A symbolic link to /dev/zero (a character device that never ends) and a FIFO (opening it would
+  // block until a writer comes): refused before they are opened.
+  fs::create_symlink("/dev/zero", dir / "zero.safetensors");
+  CHECK(message(dir / "zero.safetensors").find("not a regular file") != std::string::npos);
+  REQUIRE(::mkfifo((dir / "fifo.safetensors").c_str(), 0600) == 0);
+  CHECK(message(dir / "fifo.safetensors").find("not a regular file") != std::string::npos);
+
+  // A 2 GB sparse file whose header is not JSON: refused from its first bytes (a read of the whole
+  // file would allocate 2 GB first).
+  const fs::path sparse = dir / "sparse.safetensors";
+  {
+    std::ofstream out(sparse, std::ios::binary);
+    const char header[8] = {2, 0, 0, 0, 0, 0, 0, 0};
+    out.write(header, 8);
+    out << "{x";
+  }
+  fs::resize_file(sparse, std::uintmax_t{2} << 30);
+  CHECK(message(sparse).find("header: not valid JSON") != std::string::npos);
+
+  // A valid file with bytes appended, and the same file cut short: refused by the sizes alone.
+  st::file f;
+  f.tensors.push_back(st::make_f32("o", {2}, std::vector<float>{1.0f, -2.0f}));
+  const fs::path longer = dir / "longer.safetensors", shorter = dir / "shorter.safetensors";
+  st::write_atomic(longer, f);
+  st::write_atomic(shorter, f);
+  fs::resize_file(longer, fs::file_size(longer) + 5);
+  fs::resize_file(shorter, fs::file_size(shorter) - 1);
+  CHECK(message(longer).find("data buffer is 13 bytes, but the tensors cover 8") != std::string::npos);
+  CHECK(message(shorter).find("declares a 8-byte data buffer") != std::string::npos);
   fs::remove_all(dir);
 }

@@ -131,22 +131,76 @@ inline file parse(std::span<const std::uint8_t> bytes, const std::string& source
   return out;
 }
 
-/// Reads and parses the whole file at `path`; I/O failures are format_errors naming the path.
+namespace detail {
+
+/// The data-buffer length a header declares (the largest data_offsets end; 0 without tensors).
+/// The header is parsed by the same reader as parse(), so a malformed one fails with the same
+/// message; the tensors' own rules are left to parse().
+inline std::uint64_t declared_data_bytes(std::span<const std::uint8_t> header, const std::string& source) {
+  if (std::find(header.begin(), header.end(), std::uint8_t{0}) != header.end())
+    throw format_error(source + ": header: not valid JSON: a NUL byte in the header");
+  header_reader reader(source);
+  const char* first = reinterpret_cast<const char*>(header.data());
+  try {
+    nlohmann::json::sax_parse(first, first + header.size(), &reader);
+  } catch (const format_error&) {
+    throw;
+  } catch (const nlohmann::json::exception& e) {
+    throw format_error(source + ": header: not valid JSON: " + e.what());
+  }
+  std::uint64_t end = 0;
+  for (const auto& [name, e] : reader.tensors) end = std::max(end, (*e.offsets)[1]);
+  return end;
+}
+
+inline void read_exactly(std::ifstream& in, std::uint8_t* to, std::uint64_t count, const std::string& source) {
+  in.read(reinterpret_cast<char*>(to), static_cast<std::streamsize>(count));
+  if (static_cast<std::uint64_t>(in.gcount()) != count)
+    throw format_error(source + ": cannot read: the file ended early (it changed while being read?)");
+}
+
+}  // namespace detail
+
+/// Reads and parses the file at `path`; I/O failures are format_errors naming the path.
+///
+/// Only regular files are read (a FIFO would block, /dev/zero never ends), and no byte is read or
+/// allocated beyond what the file's header declares: the 8-byte length and the header (at most
+/// max_header_bytes) come first, the file's size must then equal 8 + header + the declared data
+/// buffer, and only then is the data read. A 2 GB sparse file with a broken header is refused after
+/// reading its first bytes.
 inline file read(const std::filesystem::path& path) {
   const std::string source = path.string();
+  namespace fs = std::filesystem;
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw format_error(source + ": cannot read: is a directory");
+  const fs::file_status status = fs::status(path, ec);  // follows symbolic links: their target counts
+  if (ec) throw format_error(source + ": cannot open: " + ec.message());
+  if (fs::is_directory(status)) throw format_error(source + ": cannot read: is a directory");
+  if (!fs::is_regular_file(status))
+    throw format_error(source + ": cannot read: not a regular file (a device, FIFO or socket; rule: fixtures and " +
+                       "candidates are regular files)");
+  const std::uint64_t size = fs::file_size(path, ec);
+  if (ec) throw format_error(source + ": cannot read: " + ec.message());
   std::ifstream in(path, std::ios::binary);
   if (!in) throw format_error(source + ": cannot open: " + std::strerror(errno));
-  // Read in chunks rather than trusting a size up front: the allocation follows the bytes that
-  // really arrive (the file may change or be a pipe).
-  std::vector<std::uint8_t> bytes;
-  std::array<char, 1 << 16> chunk;
-  while (in) {
-    in.read(chunk.data(), chunk.size());
-    bytes.insert(bytes.end(), chunk.begin(), chunk.begin() + in.gcount());
-  }
-  if (in.bad()) throw format_error(source + ": cannot read: " + std::strerror(errno));
+
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(std::min<std::uint64_t>(size, 8)));
+  detail::read_exactly(in, bytes.data(), bytes.size(), source);
+  if (size < 8) return parse(bytes, source);  // parse names the short file
+  const auto header_size = detail::load_le<std::uint64_t>(bytes.data());
+  if (header_size > max_header_bytes || header_size > size - 8) return parse(bytes, source);  // ditto
+  bytes.resize(static_cast<std::size_t>(8 + header_size));
+  detail::read_exactly(in, bytes.data() + 8, header_size, source);
+  const std::uint64_t declared = detail::declared_data_bytes(std::span<const std::uint8_t>(bytes).subspan(8), source);
+  if (declared > size - 8 - header_size)
+    throw format_error(source + ": file is " + std::to_string(size) + " bytes, but its header declares a " +
+                       std::to_string(declared) + "-byte data buffer after the " + std::to_string(8 + header_size) +
+                       " bytes of length and header (truncated file?)");
+  if (declared < size - 8 - header_size)
+    throw format_error(source + ": data buffer is " + std::to_string(size - 8 - header_size) +
+                       " bytes, but the tensors cover " + std::to_string(declared) +
+                       " (rule: tensors tile the data buffer)");
+  bytes.resize(static_cast<std::size_t>(size));
+  detail::read_exactly(in, bytes.data() + 8 + header_size, declared, source);
   return parse(bytes, source);
 }
 
