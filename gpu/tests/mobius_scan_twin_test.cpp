@@ -23,16 +23,17 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "kalman_oracle/gpu/twin/mobius_scan_twin.hpp"
 #include "kalman_oracle/scalar/precision_scope.hpp"
 #include "kalman_oracle/scalar/types.hpp"
+#include "mobius_leaves.hpp"
 
 using namespace kalman_oracle;
 using namespace kalman_oracle::gpu;
+using kalman_oracle::gpu::testing::draw_leaves;
 
 namespace {
 
@@ -42,22 +43,6 @@ wide_map widen(const mobius_f32& m) { return {mpfr_real(m.a), mpfr_real(m.b), mp
 
 wide_map wide_product(const wide_map& l, const wide_map& e) {
   return {l[0] * e[0] + l[1] * e[2], l[0] * e[1] + l[1] * e[3], l[2] * e[0] + l[3] * e[2], l[2] * e[1] + l[3] * e[3]};
-}
-
-/// Leaves with entries in [1/8, 8], drawn as binary32 values. With `triangular`, c = 0 (KLA's
-/// precision leaf when p̄ = 0) so that exact zeros are covered; then the diagonal entries are drawn
-/// from [2^-1/2, 2^1/2]: the binade gap between the product's a and d is a random walk, and with
-/// the wide range it passes the 126 binades of binary32 within ~1000 maps, after which d underflows
-/// (the no-subnormal hypothesis fails, as the test reports: a kernel must not scan such lanes with
-/// power-of-two rescaling alone).
-std::vector<mobius_f32> draw_leaves(std::size_t count, std::uint32_t seed, bool triangular) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> log2_entry(-3.0f, 3.0f), log2_diagonal(-0.5f, 0.5f);
-  auto entry = [&] { return std::exp2(log2_entry(rng)); };
-  auto diagonal = [&] { return std::exp2(log2_diagonal(rng)); };
-  std::vector<mobius_f32> leaves(count);
-  for (auto& m : leaves) m = triangular ? mobius_f32{diagonal(), entry(), 0.0f, diagonal()} : mobius_f32{entry(), entry(), entry(), entry()};
-  return leaves;
 }
 
 /// Checks one lane's computed prefixes against the fold; returns "" or the first failure.
