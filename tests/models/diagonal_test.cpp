@@ -7,11 +7,13 @@
 #include <limits>
 #include <vector>
 
+#include "input_error_message.hpp"
 #include "kalman_oracle/models/diagonal.hpp"
 #include "kalman_oracle/models/kdn_parallel.hpp"
 #include "kalman_oracle/scalar/types.hpp"
 
 using namespace kalman_oracle;
+using kalman_oracle::testing::message_of;
 using R = rational;
 
 namespace {
@@ -79,16 +81,6 @@ void check_same(const diagonal_kdn_outputs<T>& a, const diagonal_kdn_outputs<T>&
 }
 
 /// The error message of f(), which must throw input_error.
-template <class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const input_error& e) {
-    return e.what();
-  }
-  return "(no input_error)";
-}
-
 }  // namespace
 
 TEST_CASE("diagonal KDN: hand-worked 2-token example (K = 2, V = 1)") {

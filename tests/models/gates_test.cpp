@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "input_error_message.hpp"
 #include "kalman_oracle/models/dense.hpp"
 #include "kalman_oracle/models/diagonal.hpp"
 #include "kalman_oracle/models/fixed_gain.hpp"
@@ -16,18 +17,10 @@
 #include "kalman_oracle/scalar/precision_scope.hpp"
 
 using namespace kalman_oracle;
+using kalman_oracle::testing::message_of;
 using R = rational;
 
 namespace {
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const input_error& e) {
-    return e.what();
-  }
-  return "no input_error";
-}
 
 const std::string exact_log_text =
     "g: gate_space::log needs exp(g), which is irrational for rational g != 0; rule: exact scalars take the decays "

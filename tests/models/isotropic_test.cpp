@@ -5,11 +5,13 @@
 #include <limits>
 #include <vector>
 
+#include "input_error_message.hpp"
 #include "kalman_oracle/models/isotropic.hpp"
 #include "kalman_oracle/models/kdn_parallel.hpp"
 #include "kalman_oracle/scalar/types.hpp"
 
 using namespace kalman_oracle;
+using kalman_oracle::testing::message_of;
 using R = rational;
 
 namespace {
@@ -69,16 +71,6 @@ void check_same(const isotropic_kdn_outputs<T>& a, const isotropic_kdn_outputs<T
   CHECK(a.final_state.data() == b.final_state.data());
   CHECK(a.final_covariance.data() == b.final_covariance.data());
   CHECK(a.readout_variance.data() == b.readout_variance.data());
-}
-
-template <class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const input_error& e) {
-    return e.what();
-  }
-  return "(no input_error)";
 }
 
 }  // namespace

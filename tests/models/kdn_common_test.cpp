@@ -6,23 +6,16 @@
 #include <string>
 #include <vector>
 
+#include "input_error_message.hpp"
 #include "kalman_oracle/models/diagonal.hpp"
 #include "kalman_oracle/models/isotropic.hpp"
 #include "kalman_oracle/models/kdn_common.hpp"
 
 using namespace kalman_oracle;
+using kalman_oracle::testing::message_of;
 using R = rational;
 
 namespace {
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const input_error& e) {
-    return e.what();
-  }
-  return "no input_error";
-}
 
 /// B = 1, T = 2, H = 1, K = 4, V = 1; every parameter given as one broadcast value, no optional one.
 template <class Inputs>
