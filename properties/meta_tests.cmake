@@ -50,6 +50,8 @@ set(KALMAN_ORACLE_META_TESTS
   iso_kdn_norm_not_squared:models_cross
   fixed_gain_decay_after_delta:models_cross
   dense_gain_after_write:models_cross
+  # error_bound: the per-element error bounds hold for honest runs (check/delta_rule_bound.hpp)
+  delta_bound_forgets_history:error_bound
   # rounding: correctly rounded conversions from MPFR (scalar/rounding.hpp)
   round_ties_away:rounding
   # grad: reference adjoints = tape = duals = central differences (reference/include/kalman_oracle/grad/*.hpp)
