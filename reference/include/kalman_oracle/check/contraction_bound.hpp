@@ -1,0 +1,225 @@
+// Contraction-aware error bounds for scalar recursions driven by non-negative Möbius leaves (KLA's
+// precision, the KDN covariances: docs/math.md §8 fact 4; docs/error-model.md, "Möbius recursions:
+// contraction bounds"), per element and per token, for the sequential recursion and for the Möbius
+// prefix scans kernels use, schedule by schedule.
+//
+// Errors are measured in log units: E(x̂) = |ln x̂ − ln x|; one rounding (1 + δ), |δ| <= u, costs at
+// most η = −ln(1 − u) (proofs/Birkhoff.v, ln_one_plus_delta). The facts (proofs/Birkhoff.v):
+//   * a leaf [[a, b], [c, d]] with a, d > 0 and b, c >= 0 acts τ-Lipschitz in log,
+//     τ = |ad − bc| / (√(ad) + √(bc))² (birkhoff_log_lipschitz); the KLA and KDN covariance leaves
+//     have τ = (√(1 + z) − √z)², z = p̄φ or uω (kla_leaf_tau, kdn_leaf_tau); exact compositions
+//     are Π τ-Lipschitz (lipschitz_compose);
+//   * a matrix whose entries are within e^{±k} of a non-negative M acts within 2k of M's action
+//     (act_perturbed), and a common positive factor changes no action (act_rescale);
+//   * a computed product node N = fl(L̂ R̂) satisfies E(N) <= E(L) + τ(L) E(R) + δ_N (node_error),
+//     so a scan's computed prefix is within tree_bound of the exact one (tree_error); the
+//     sequential recursion x̂_t = f̂_t(x̂_{t−1}) satisfies E_t <= τ_t E_{t−1} + δ_t (sequential_error).
+// So errors made early are forgotten at the rate of the leaves' τ: a constant bound in T where
+// the leaves contract (z > 0), the linear count where they do not (z = 0: τ = 1).
+//
+// The bounds are evaluated in binary64 on non-negative terms and inflated by 1 + 2^-30, which
+// covers their own rounding for up to 2^20 tokens (each bound is a sum of products along at most
+// 3T + 60 operations of relative error 2^-53).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kalman_oracle/detail/mutant.hpp"
+#include "kalman_oracle/scan/schedules.hpp"
+#include "kalman_oracle/scan/tiled.hpp"
+
+namespace kalman_oracle::check {
+
+/// η = −ln(1 − u), rounded up: the log error of one rounding of unit roundoff u.
+inline double log_rounding(double u) { return -std::log1p(-u) * (1 + 0x1p-50); }
+
+/// The evaluation's own rounding (see the top): every bound is multiplied by this.
+inline constexpr double bound_inflation = 1 + 0x1p-30;
+inline constexpr std::size_t longest_bounded_sequence = std::size_t{1} << 20;
+
+/// A 2×2 non-negative matrix normalised to max entry 1, in binary64: enough to tell whether the
+/// exact product of a scan node, rescaled as a kernel rescales it, keeps binary32 away from
+/// underflow and overflow (see normalised_in_range).
+struct normalised_product {
+  double a = 1, b = 0, c = 0, d = 1;
+  /// max entry / trace: a trace rescale leaves the entries this many times larger than a max-entry
+  /// one (infinite when the trace is 0).
+  double max_over_trace = 1;
+};
+
+/// The bound of one node of a scan: τ (the exact map's Lipschitz constant in log, at most the
+/// product of its leaves'), err (sup over x > 0 of the log error of its computed action), and
+/// the node's exact product normalised, with whether every product so far stayed in range.
+struct log_error {
+  double tau = 1, err = 0;
+  normalised_product product;
+  bool in_range = true;
+};
+
+inline double smallest_nonzero(const normalised_product& p) {
+  double m = 1;
+  for (double x : {p.a, p.b, p.c, p.d})
+    if (x != 0) m = std::min(m, x);
+  return m;
+}
+
+/// Binary32 stays in its normal range under each of the three rescalings: every non-zero entry
+/// rescaled by its max entry (or a power of two: within a factor 2 of it) or by its trace lies in
+/// [2^-100, 2^50]. (Exact zeros stay exactly zero.)
+inline bool normalised_in_range(const normalised_product& p) {
+  const double lo = 0x1p-100, hi = 0x1p50;
+  const double smallest = smallest_nonzero(p);
+  return smallest >= lo && p.max_over_trace <= hi && smallest * std::min(p.max_over_trace, 1.0) >= lo;
+}
+
+/// The products of a compose: every non-zero term l_ij r_jk of two rescaled factors at least 2^-120
+/// (products of max-rescaled factors, and of trace-rescaled ones).
+inline bool compose_in_range(const normalised_product& l, const normalised_product& r) {
+  const double scale = std::min(1.0, l.max_over_trace) * std::min(1.0, r.max_over_trace);
+  for (double x : {l.a * r.a, l.b * r.c, l.a * r.b, l.b * r.d, l.c * r.a, l.d * r.c, l.c * r.b, l.d * r.d})
+    if (x != 0 && x * scale < 0x1p-120) return false;
+  return true;
+}
+
+inline normalised_product normalise(double a, double b, double c, double d) {
+  const double m = std::max(std::max(a, b), std::max(c, d));
+  if (m <= 0) return {a, b, c, d, 1};
+  const double trace = a + d;
+  return {a / m, b / m, c / m, d / m, trace > 0 ? m / trace : std::numeric_limits<double>::infinity()};
+}
+
+/// A scan monoid over node bounds: compose(later, earlier) = E(L) + τ(L) E(R) + δ_N
+/// (proofs/Birkhoff.v, node_error), with L the later segment (applied last).
+struct log_error_monoid {
+  using value_type = log_error;
+  double node_rounding = 0;  ///< δ_N: one compose's rounding, log units
+  value_type identity() const { return {}; }
+  value_type compose(const value_type& later, const value_type& earlier) const {
+    const normalised_product& l = later.product;
+    const normalised_product& r = earlier.product;
+    value_type n;
+    n.tau = later.tau * earlier.tau;
+    n.err =
+        later.err + KALMAN_ORACLE_MUTANT(contraction_bound_drops_child, later.tau * earlier.err, 0.0) + node_rounding;
+    n.product = normalise(l.a * r.a + l.b * r.c, l.a * r.b + l.b * r.d, l.c * r.a + l.d * r.c, l.c * r.b + l.d * r.d);
+    n.in_range = later.in_range && earlier.in_range && compose_in_range(l, r) && normalised_in_range(n.product);
+    return n;
+  }
+};
+
+/// Roundings of one model's recursion, in log units (multiples of η).
+struct mobius_recursion_rounding {
+  double leaf = 0;   ///< a computed leaf's action: 2k for entries within k roundings (act_perturbed)
+  double node = 0;   ///< one compose of a scan: 2 roundings per entry, 3 with a trace/max-entry rescale: 2 × 3
+  double apply = 0;  ///< the prefix applied to x_0: numerator 2, denominator 2, quotient 1
+  double step = 0;   ///< one step of the sequential recursion x_t = f_t(x_{t−1})
+};
+
+/// One leaf of a lane: its τ (rounded up) and its exact matrix (for the range check).
+struct bounded_leaf {
+  double tau = 1;
+  double a = 1, b = 0, c = 0, d = 1;
+};
+
+/// The orders the bound covers: the sequential recursion, and the inclusive Möbius scan by each of
+/// these schedules (docs/error-model.md lists them; a kernel with another tree is not covered).
+struct covered_scan {
+  std::string name;
+  scan_schedule schedule = scan_schedule::sequential;
+  std::size_t chunk = 0;              // chunked schedule
+  std::optional<tiled_policy> tiled;  // the GPU kernels' block scans
+};
+
+inline const std::vector<covered_scan>& covered_scans() {
+  static const std::vector<covered_scan> scans = [] {
+    std::vector<covered_scan> s;
+    s.push_back({"fold", scan_schedule::sequential, 0, std::nullopt});
+    s.push_back({"hillis_steele", scan_schedule::hillis_steele, 0, std::nullopt});
+    s.push_back({"blelloch", scan_schedule::blelloch, 0, std::nullopt});
+    s.push_back({"brent_kung", scan_schedule::brent_kung, 0, std::nullopt});
+    s.push_back({"sklansky", scan_schedule::sklansky, 0, std::nullopt});
+    for (std::size_t c : {16, 32, 64, 128})
+      s.push_back({"chunked(" + std::to_string(c) + ")", scan_schedule::chunked, c, std::nullopt});
+    for (auto [items, warps] : {std::pair<std::size_t, std::size_t>{1, 1}, {2, 4}, {4, 4}, {8, 8}})
+      for (tile_carry carry : {tile_carry::running, tile_carry::three_pass}) {
+        const tiled_policy p{items, 32, warps, carry};
+        s.push_back({to_string(p), scan_schedule::sequential, 0, p});
+      }
+    return s;
+  }();
+  return scans;
+}
+
+inline std::string covered_orders_text() {
+  std::string s =
+      "the sequential recursion; the inclusive Moebius scan of the leaves, rescaled by max entry, trace or "
+      "a power of two after every compose, by the schedules";
+  for (const auto& c : covered_scans()) s += " " + c.name + ",";
+  s.pop_back();
+  return s + "; then applied to the prior";
+}
+
+/// The sequential recursion's per-token log-error bound: E_t = τ_t E_{t−1} + δ, E_0 = 0
+/// (proofs/Birkhoff.v, sequential_error), inflated (see the top).
+inline std::vector<double> sequential_log_bound(std::span<const bounded_leaf> leaves, double step) {
+  if (leaves.size() > longest_bounded_sequence)
+    throw std::invalid_argument("sequential_log_bound: " + std::to_string(leaves.size()) + " tokens; at most 2^20");
+  std::vector<double> bound(leaves.size());
+  double e = 0;
+  for (std::size_t t = 0; t < leaves.size(); ++t) {
+    e = leaves[t].tau * e + step;
+    bound[t] = e * bound_inflation;
+  }
+  return bound;
+}
+
+/// One covered scan's per-token log-error bound: each prefix's tree_bound (leaf errors r.leaf,
+/// node roundings r.node) plus the application r.apply, inflated. `in_range` is cleared when the
+/// scan's normalised products leave binary32's safe range.
+inline std::vector<double> scan_log_bound(std::span<const bounded_leaf> leaves, const mobius_recursion_rounding& r,
+                                          const covered_scan& scan, bool& in_range) {
+  const std::size_t n = leaves.size();
+  if (n > longest_bounded_sequence)
+    throw std::invalid_argument("scan_log_bound: " + std::to_string(n) + " tokens; at most 2^20");
+  const log_error_monoid monoid{r.node};
+  std::vector<log_error> xs(n);
+  for (std::size_t t = 0; t < n; ++t) {
+    xs[t].tau = leaves[t].tau;
+    xs[t].err = r.leaf;
+    xs[t].product = normalise(leaves[t].a, leaves[t].b, leaves[t].c, leaves[t].d);
+    xs[t].in_range = normalised_in_range(xs[t].product);
+  }
+  const std::span<const log_error> in(xs);
+  const auto prefixes =
+      scan.tiled ? tiled_inclusive_scan(monoid, in, *scan.tiled)
+                 : inclusive_scan(scan.schedule, monoid, in, scan.chunk == 0 ? default_scan_chunk_size : scan.chunk);
+  std::vector<double> bound(n);
+  for (std::size_t t = 0; t < n; ++t) {
+    bound[t] = (prefixes[t].err + r.apply) * bound_inflation;
+    in_range = in_range && prefixes[t].in_range;
+  }
+  return bound;
+}
+
+/// The per-token log-error bound of one lane over every covered order: the sequential recursion
+/// and each covered scan (the largest of their bounds, token by token).
+inline std::vector<double> mobius_recursion_log_bound(std::span<const bounded_leaf> leaves,
+                                                      const mobius_recursion_rounding& r, bool& in_range) {
+  std::vector<double> bound = sequential_log_bound(leaves, r.step);
+  for (const auto& scan : covered_scans()) {
+    const auto b = scan_log_bound(leaves, r, scan, in_range);
+    for (std::size_t t = 0; t < bound.size(); ++t) bound[t] = std::max(bound[t], b[t]);
+  }
+  return bound;
+}
+
+}  // namespace kalman_oracle::check
