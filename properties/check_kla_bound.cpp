@@ -1,12 +1,14 @@
 // KLA's per-element contraction bounds (check/kla_bound.hpp; docs/error-model.md, "KLA: contraction
-// bounds") hold: the sequential reference in binary32 is within the fixture's bound (the largest over
-// the covered orders), and the scan form in binary32, by each covered schedule with a trace,
-// max-entry or power-of-two rescale, is within the bound of its own order, element by element, for
-// λ_t, the final λ and y_var; the exact values at 256 bits.
+// bounds"; "KLA: the information mean and y") hold: the sequential reference in binary32 is within
+// the fixture's bound (the largest over the covered orders), and the scan form in binary32, by each
+// covered schedule with a trace, max-entry or power-of-two rescale, is within the bound of its own
+// order, element by element, for λ_t, the final λ, y_var, η_t, the final η and y; the exact values
+// at 256 bits.
 //
 // Leaves that barely contract (p̄ = 0, or p̄φ tiny) over a few hundred tokens are drawn often: there
 // a bound that drops the children's propagated error (the planted bug contraction_bound_drops_child)
-// is below what a scan really errs.
+// is below what a scan really errs; and a mean bound that ignores the coefficients' error carried
+// through the affine scan (affine_bound_drops_coefficient_error) is below what the mean errs.
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -76,6 +78,9 @@ void assert_outputs_within(const kla_outputs<float>& got, const kla_outputs<mpfr
   assert_within(*got.lambda, *exact.lambda, bound.lambda);
   assert_within(got.final_lambda, exact.final_lambda, bound.final_lambda);
   assert_within(got.y_var, exact.y_var, bound.y_var);
+  assert_within(*got.eta, *exact.eta, bound.eta);
+  assert_within(got.final_eta, exact.final_eta, bound.final_eta);
+  assert_within(got.y, exact.y, bound.y);
 }
 
 }  // namespace

@@ -53,6 +53,7 @@ set(KALMAN_ORACLE_META_TESTS
   # error_bound: the per-element error bounds hold for honest runs (check/delta_rule_bound.hpp)
   delta_bound_forgets_history:error_bound
   contraction_bound_drops_child:error_bound
+  affine_bound_drops_coefficient_error:error_bound
   # rounding: correctly rounded conversions from MPFR (scalar/rounding.hpp)
   round_ties_away:rounding
   # grad: reference adjoints = tape = duals = central differences (reference/include/kalman_oracle/grad/*.hpp)

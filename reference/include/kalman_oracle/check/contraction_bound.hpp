@@ -168,6 +168,18 @@ inline std::string covered_orders_text() {
   return s + "; then applied to the prior";
 }
 
+/// The scan's inputs: each leaf's τ, its computed action's error `leaf_error`, its normalised matrix.
+inline std::vector<log_error> leaf_log_errors(std::span<const bounded_leaf> leaves, double leaf_error) {
+  std::vector<log_error> xs(leaves.size());
+  for (std::size_t t = 0; t < leaves.size(); ++t) {
+    xs[t].tau = leaves[t].tau;
+    xs[t].err = leaf_error;
+    xs[t].product = normalise(leaves[t].a, leaves[t].b, leaves[t].c, leaves[t].d);
+    xs[t].in_range = normalised_in_range(xs[t].product);
+  }
+  return xs;
+}
+
 /// The sequential recursion's per-token log-error bound: E_t = τ_t E_{t−1} + δ, E_0 = 0
 /// (proofs/Birkhoff.v, sequential_error), inflated (see the top).
 inline std::vector<double> sequential_log_bound(std::span<const bounded_leaf> leaves, double step) {
@@ -191,13 +203,7 @@ inline std::vector<double> scan_log_bound(std::span<const bounded_leaf> leaves, 
   if (n > longest_bounded_sequence)
     throw std::invalid_argument("scan_log_bound: " + std::to_string(n) + " tokens; at most 2^20");
   const log_error_monoid monoid{r.node};
-  std::vector<log_error> xs(n);
-  for (std::size_t t = 0; t < n; ++t) {
-    xs[t].tau = leaves[t].tau;
-    xs[t].err = r.leaf;
-    xs[t].product = normalise(leaves[t].a, leaves[t].b, leaves[t].c, leaves[t].d);
-    xs[t].in_range = normalised_in_range(xs[t].product);
-  }
+  const std::vector<log_error> xs = leaf_log_errors(leaves, r.leaf);
   const std::span<const log_error> in(xs);
   const auto prefixes =
       scan.tiled ? tiled_inclusive_scan(monoid, in, *scan.tiled)
@@ -206,6 +212,39 @@ inline std::vector<double> scan_log_bound(std::span<const bounded_leaf> leaves, 
   for (std::size_t t = 0; t < n; ++t) {
     bound[t] = (prefixes[t].err + r.apply) * bound_inflation;
     in_range = in_range && prefixes[t].in_range;
+  }
+  return bound;
+}
+
+/// The log-error bound of the computed x_{t−1} that token t's next step reads (a gain, a decay of
+/// the mean), over every covered order: the sequential recursion's and each scan's inclusive prefix
+/// t − 1, and each scan's exclusive prefix t (what a kernel computes when it needs the previous
+/// value: its tree differs from the inclusive one). x_{−1} is the exact prior: 0 for t = 0 except
+/// through an exclusive scan's application.
+/// With `only`, the bound of that one scan order (without the sequential recursion).
+inline std::vector<double> previous_log_bound(std::span<const bounded_leaf> leaves, const mobius_recursion_rounding& r,
+                                              bool& in_range, const covered_scan* only = nullptr) {
+  const std::size_t n = leaves.size();
+  std::vector<double> bound(n, 0);
+  if (!only) {
+    const auto sequential = sequential_log_bound(leaves, r.step);
+    for (std::size_t t = 1; t < n; ++t) bound[t] = sequential[t - 1];
+  }
+  const log_error_monoid monoid{r.node};
+  const std::vector<log_error> xs = leaf_log_errors(leaves, r.leaf);
+  const std::span<const log_error> in(xs);
+  for (const auto& scan : covered_scans()) {
+    if (only && only->name != scan.name) continue;
+    const std::size_t chunk = scan.chunk == 0 ? default_scan_chunk_size : scan.chunk;
+    const auto inclusive =
+        scan.tiled ? tiled_inclusive_scan(monoid, in, *scan.tiled) : inclusive_scan(scan.schedule, monoid, in, chunk);
+    const auto exclusive =
+        scan.tiled ? tiled_exclusive_scan(monoid, in, *scan.tiled) : exclusive_scan(scan.schedule, monoid, in, chunk);
+    for (std::size_t t = 0; t < n; ++t) {
+      if (t > 0) bound[t] = std::max(bound[t], (inclusive[t - 1].err + r.apply) * bound_inflation);
+      bound[t] = std::max(bound[t], (exclusive[t].err + r.apply) * bound_inflation);
+      in_range = in_range && inclusive[t].in_range && exclusive[t].in_range;
+    }
   }
   return bound;
 }

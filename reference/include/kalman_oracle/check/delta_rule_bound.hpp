@@ -80,8 +80,12 @@ T gamma(double n, const T& u) {
 /// The per-element bound above for DeltaNet, GDN and KDA in fla's sequential order (the header
 /// comment). T is the working type the trajectory and the bound are evaluated in (MPFR in the
 /// generator); the result is that evaluation, not yet rounded upward (the caller does that).
+/// `beta_relative_error` [B, T, H] (optional): β is not an exact input but computed with a relative
+/// error at most this (the isotropic KDN's gain, check/isotropic_kdn_bound.hpp); the step is still
+/// compared with the exact one, so the difference enters the local bound with the write's own roundings.
 template <class T>
-delta_rule_error_bound<T> delta_rule_bound(const fixed_gain_inputs<T>& inputs, const float_arithmetic& arith = {}) {
+delta_rule_error_bound<T> delta_rule_bound(const fixed_gain_inputs<T>& inputs, const float_arithmetic& arith = {},
+                                           const tensor<T>* beta_relative_error = nullptr) {
   using namespace detail::delta_bound;
   const kalman_oracle::detail::fixed_gain::problem<T> p(inputs);
   if (!p.erases() || p.given_gain())
@@ -112,6 +116,9 @@ delta_rule_error_bound<T> delta_rule_bound(const fixed_gain_inputs<T>& inputs, c
       for (std::size_t t = 0; t < TT; ++t) {
         const std::vector<T> k = p.key(b, t, h), q = p.query(b, t, h), v = p.value(b, t, h);
         const T beta = p.beta(b, t, h);
+        // The write's factor: its three roundings (γ3) and, for a computed β, β's own error.
+        const T beta_error = beta_relative_error ? (*beta_relative_error)(b, t, h) : T(0);
+        const T write_factor = (T(1) + g3) * (T(1) + beta_error) - T(1);
         T k2(0), k1(0), q2(0);
         for (std::size_t i = 0; i < K; ++i) {
           k2 += k[i] * k[i];
@@ -150,10 +157,11 @@ delta_rule_error_bound<T> delta_rule_bound(const fixed_gain_inputs<T>& inputs, c
           const T eps2 = gK * k_dot_p_hat + KK * eta * (T(1) + gK);
           // |v_j − ŵ| <= |r| + |kᵀD(ŝ − s)| + |kᵀε1| + |ε2|.
           const T residual = abs(r) + dmax * knorm * ej + knorm * eps1 + eps2;
-          const T c_hat = beta * residual * (T(1) + g2) + eta;
+          const T c_hat = beta * (T(1) + beta_error) * residual * (T(1) + g2) + eta;
           // ℓ = (I − βkkᵀ)ε1 − βkε2 + βkθ3(v_j − ŵ) + k η_c + (write's η and δ).
-          const T local = eps1 + beta * knorm * eps2 + beta * knorm * g3 * residual + knorm * eta * (T(1) + g2) +
-                          sqrtK * eta * (T(1) + u) + u * (p_hat_norm + knorm * c_hat * (T(1) + u) + sqrtK * eta);
+          const T local = eps1 + beta * knorm * eps2 + beta * knorm * write_factor * residual +
+                          knorm * eta * (T(1) + g2) + sqrtK * eta * (T(1) + u) +
+                          u * (p_hat_norm + knorm * c_hat * (T(1) + u) + sqrtK * eta);
           e[j] = KALMAN_ORACLE_MUTANT(delta_bound_forgets_history, dmax * ej + local, local);
           // Advance the exact column: s ← p + β k r.
           for (std::size_t i = 0; i < K; ++i) {

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "kalman_oracle/check/affine_bound.hpp"
 #include "kalman_oracle/check/contraction_bound.hpp"
 #include "kalman_oracle/check/delta_rule_bound.hpp"
 #include "kalman_oracle/models/kla.hpp"
@@ -40,6 +41,9 @@ struct kla_error_bound {
   tensor<T> lambda;        ///< [B, T, M, S]: bound on |λ̂_t − λ_t|
   tensor<T> final_lambda;  ///< [B, M, S]
   tensor<T> y_var;         ///< [B, T, M]
+  tensor<T> eta;           ///< [B, T, M, S]: bound on |η̂_t − η_t|
+  tensor<T> final_eta;     ///< [B, M, S]
+  tensor<T> y;             ///< [B, T, M]
   std::string hypothesis_failure;
 };
 
@@ -68,7 +72,13 @@ kla_error_bound<T> kla_bound(const kla_inputs<T>& inputs, const float_arithmetic
   kla_error_bound<T> out{tensor<T>("lambda", {B, TT, M, S}),
                          tensor<T>("final_lambda", {B, M, S}),
                          tensor<T>("y_var", {B, TT, M}, T(0)),
+                         tensor<T>("eta", {B, TT, M, S}),
+                         tensor<T>("final_eta", {B, M, S}, T(0)),
+                         tensor<T>("y", {B, TT, M}, T(0)),
                          {}};
+  const double u_double = arith.unit_roundoff, underflow_double = arith.underflow_error;
+  const T u(u_double), underflow(underflow_double);
+  const T g2 = detail::delta_bound::gamma<T>(2, u), gS = detail::delta_bound::gamma<T>(static_cast<double>(S), u);
   const T lo(0x1p-100), hi(0x1p100);
   for (std::size_t b = 0; b < B; ++b)
     for (std::size_t m = 0; m < M; ++m)
@@ -124,6 +134,56 @@ kla_error_bound<T> kla_bound(const kla_inputs<T>& inputs, const float_arithmetic
                                 T(std::expm1(log_bound[t] + static_cast<double>(S + 1) * eta) * bound_inflation);
         }
         out.final_lambda(b, m, s) = TT == 0 ? T(0) : out.lambda(b, TT - 1, m, s);
+
+        // The information mean (docs/error-model.md, "KLA: the information mean and y"). α̂_t =
+        // fl(ā / fl(ā² + p̄ λ̂_{t−1})) is within e^{±(E^prev_t + 3η)} of α_t, E^prev_t the bound of the
+        // λ̂_{t−1} it reads (previous_log_bound); ρ̂ = fl(fl(v Λ) k) within γ2 and underflow.
+        const auto previous = previous_log_bound(leaves, rounding, products_in_range, only);
+        std::vector<affine_error> affine_leaves(TT);
+        std::vector<T> mean(TT);
+        std::vector<double> mean_bound(TT, 0);
+        {
+          // The sequential recursion η̂_t = fl(fl(α̂_t η̂_{t−1}) + ρ̂_t): e_t >= |η̂_t − η_t|.
+          T eta_t = in.eta_0(b, m, s), e(0), lambda_prev = in.lambda_0(b, m, s);
+          for (std::size_t t = 0; t < TT; ++t) {
+            const T& a = in.a_bar(b, t, m, s);
+            const T& key = in.k(b, t, s);
+            const T alpha = a / (a * a + in.p_bar(b, t, m, s) * lambda_prev);
+            const T rho = in.v(b, t, m) * in.Lambda(b, t, m) * key;
+            in_range(t, alpha, "alpha = a_bar / den");
+            const double coefficient_error = std::expm1(previous[t] + 3 * eta) * bound_inflation;
+            affine_leaves[t] = {scalar_traits<T>::to_double(alpha), upward_double(abs(rho)),
+                                upward_double(alpha * T(coefficient_error)) + underflow_double,
+                                upward_double(g2 * abs(rho) + underflow * (T(1) + (T(1) + u) * abs(key)))};
+            const T c(std::expm1(previous[t] + 4 * eta) * bound_inflation);
+            e = alpha * e + alpha * c * (abs(eta_t) + e) + g2 * abs(rho) +
+                u * (alpha * (T(1) + c) * (abs(eta_t) + e) + (T(1) + g2) * abs(rho)) +
+                underflow * (T(2) + (T(1) + u) * (abs(key) + T(1)));
+            eta_t = alpha * eta_t + rho;
+            mean[t] = eta_t;
+            if (!only) mean_bound[t] = upward_double(e);
+            lambda_prev = lambda[t];
+          }
+        }
+        // The affine scans, each over its own tree (check/affine_bound.hpp).
+        const double x0 = upward_double(abs(in.eta_0(b, m, s)));
+        for (const auto& scan : covered_scans()) {
+          if (only && only->name != scan.name) continue;
+          const auto scanned = affine_scan_bound(affine_leaves, x0, scan, u_double, underflow_double);
+          for (std::size_t t = 0; t < TT; ++t) mean_bound[t] = std::max(mean_bound[t], scanned[t]);
+        }
+        for (std::size_t t = 0; t < TT; ++t) {
+          const T e(mean_bound[t]);
+          out.eta(b, t, m, s) = e;
+          // y_{t,m} += q η_t / λ_t: the term's error from η̂ and λ̂ (and its two roundings), the
+          // S-term signed sum's γ_S on the computed terms' sizes, and underflow.
+          const T& query = in.q(b, t, s);
+          const T grow(std::expm1(log_bound[t] + 2 * eta) * bound_inflation);
+          const T term_size = abs(query) * (abs(mean[t]) + e) / lambda[t];
+          out.y(b, t, m) += abs(query) * e / lambda[t] + term_size * grow + gS * term_size * (T(1) + grow) +
+                            underflow * (T(1) + (T(1) + grow) / lambda[t]);
+        }
+        out.final_eta(b, m, s) = TT == 0 ? T(0) : out.eta(b, TT - 1, m, s);
       }
   return out;
 }

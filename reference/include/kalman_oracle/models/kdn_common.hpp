@@ -43,7 +43,7 @@ kdn_dims kdn_check_qkv(const tensor<T>& q, const tensor<T>& k, const tensor<T>& 
   require_shape(k, q.shape());  // e.g. a K that differs between q and k
   if (v.rank() != 4 || v.dim(0) != d.batch || v.dim(1) != d.tokens || v.dim(2) != d.heads)
     throw input_error(v.name() + ": shape " + to_string(v.shape()) +
-                      ", expected [B, T, H, V] with [B, T, H] = " + to_string({d.batch, d.tokens, d.heads}));
+                      ", expected [B, T, H, V] with [B, T, H] = " + to_string(shape_t{d.batch, d.tokens, d.heads}));
   d.value_dim = v.dim(3);
   require_finite(q);
   require_finite(k);
