@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "bound_checks.hpp"
 #include "kalman_oracle/check/delta_rule_bound.hpp"
 #include "kalman_oracle/models/fixed_gain.hpp"
 #include "kalman_oracle/scalar/precision_scope.hpp"
@@ -19,6 +20,7 @@
 
 using namespace kalman_oracle;
 using kalman_oracle::testing::check_property;
+using namespace kalman_oracle::testing;
 
 namespace {
 
@@ -29,42 +31,26 @@ struct float_problem {
   std::vector<float> q, k, v, g, beta, s0;
 };
 
-float uniform(std::mt19937_64& rng, double lo, double hi) {
-  return static_cast<float>(lo + (hi - lo) * std::ldexp(static_cast<double>(rng() >> 11), -53));
-}
-
 float_problem make_problem(fixed_gain_rule rule, std::size_t T, std::size_t K, std::size_t V, double beta_hi,
                            double gate_lo, bool with_state, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   float_problem p{rule, T, K, V, {}, {}, {}, {}, {}, {}};
-  for (std::size_t n = 0; n < T * K; ++n) p.q.push_back(uniform(rng, -1, 1));
-  for (std::size_t t = 0; t < T; ++t) {
-    // Unit keys rounded to binary32, then shrunk by 1 − 2^-20 so that ‖k‖₂ <= 1 holds exactly.
-    std::vector<double> key(K);
-    double norm2 = 0;
-    for (auto& x : key) {
-      x = uniform(rng, -1, 1);
-      norm2 += x * x;
-    }
-    for (double x : key) p.k.push_back(norm2 > 0 ? static_cast<float>(x / std::sqrt(norm2) * (1 - 0x1p-20)) : 0.f);
-  }
-  for (std::size_t n = 0; n < T * V; ++n) p.v.push_back(uniform(rng, -1, 1));
+  for (std::size_t n = 0; n < T * K; ++n) p.q.push_back(uniform_float(rng, -1, 1));
+  for (std::size_t t = 0; t < T; ++t)  // unit keys (delta rules: shrunk so that ‖k‖₂ <= 1 holds exactly)
+    for (float x : float_key(rng, K, 1 - 0x1p-20)) p.k.push_back(x);
+  for (std::size_t n = 0; n < T * V; ++n) p.v.push_back(uniform_float(rng, -1, 1));
   if (rule != fixed_gain_rule::delta_net)
     for (std::size_t n = 0; n < (rule == fixed_gain_rule::gated_delta_net ? T : T * K); ++n)
-      p.g.push_back(uniform(rng, gate_lo, 0));
-  for (std::size_t t = 0; t < T; ++t) p.beta.push_back(uniform(rng, 0, beta_hi));
+      p.g.push_back(uniform_float(rng, gate_lo, 0));
+  for (std::size_t t = 0; t < T; ++t) p.beta.push_back(uniform_float(rng, 0, beta_hi));
   if (with_state)
-    for (std::size_t n = 0; n < K * V; ++n) p.s0.push_back(uniform(rng, -1, 1));
+    for (std::size_t n = 0; n < K * V; ++n) p.s0.push_back(uniform_float(rng, -1, 1));
   return p;
 }
 
 template <class T>
 fixed_gain_inputs<T> inputs_of(const float_problem& p) {
-  const auto conv = [](const std::vector<float>& xs) {
-    std::vector<T> out;
-    for (float x : xs) out.push_back(scalar_traits<T>::from_double(x));
-    return out;
-  };
+  const auto conv = [](const std::vector<float>& xs) { return floats_as<T>(xs); };
   fixed_gain_inputs<T> in;
   in.rule = p.rule;
   in.gates = gate_space::log;
@@ -77,16 +63,6 @@ fixed_gain_inputs<T> inputs_of(const float_problem& p) {
   in.beta = tensor<T>("beta", {1, p.T, 1}, conv(p.beta));
   if (!p.s0.empty()) in.initial_state = tensor<T>("initial_state", {1, 1, p.K, p.V}, conv(p.s0));
   return in;
-}
-
-/// Every element of `got` (binary32 or binary64) within `factor` times the bound of the exact one.
-template <class F>
-void assert_within(const tensor<F>& got, const tensor<mpfr_real>& exact, const tensor<mpfr_real>& bound,
-                   double factor) {
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const mpfr_real err = abs(mpfr_real(static_cast<double>(got.data()[i])) - exact.data()[i]);
-    RC_ASSERT(err <= bound.data()[i] * mpfr_real(factor));
-  }
 }
 
 }  // namespace
@@ -113,10 +89,10 @@ TEST_SUITE("error_bound") {
       const auto exact = fixed_gain_forward(in);
       const auto bound = check::delta_rule_bound(in);
       RC_ASSERT(bound.hypothesis_failure.empty());
-      assert_within(single.o, exact.o, bound.o, 1.0);
-      assert_within(single.final_state, exact.final_state, bound.final_state, 1.0);
-      assert_within(dbl.o, exact.o, bound.o, 0x1p-29);
-      assert_within(dbl.final_state, exact.final_state, bound.final_state, 0x1p-29);
+      assert_within_bound(single.o, exact.o, bound.o, 1.0);
+      assert_within_bound(single.final_state, exact.final_state, bound.final_state, 1.0);
+      assert_within_bound(dbl.o, exact.o, bound.o, 0x1p-29);
+      assert_within_bound(dbl.final_state, exact.final_state, bound.final_state, 0x1p-29);
     });
   }
 }

@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "bound_checks.hpp"
 #include "kalman_oracle/check/isotropic_kdn_bound.hpp"
 #include "kalman_oracle/models/isotropic.hpp"
 #include "kalman_oracle/models/kdn_parallel.hpp"
@@ -20,6 +21,7 @@
 
 using namespace kalman_oracle;
 using kalman_oracle::testing::check_property;
+using namespace kalman_oracle::testing;
 
 namespace {
 
@@ -29,42 +31,27 @@ struct iso_problem {
   float b0;
 };
 
-float uniform(std::mt19937_64& rng, double lo, double hi) {
-  return static_cast<float>(lo + (hi - lo) * std::ldexp(static_cast<double>(rng() >> 11), -53));
-}
-
 iso_problem make_problem(std::size_t T, std::size_t K, std::size_t V, double gate_lo, double omega_log_lo,
                          std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   iso_problem p{T, K, V, {}, {}, {}, {}, {}, {}, {}, 0};
-  for (std::size_t n = 0; n < T * K; ++n) p.q.push_back(uniform(rng, -1, 1));
+  for (std::size_t n = 0; n < T * K; ++n) p.q.push_back(uniform_float(rng, -1, 1));
+  for (std::size_t t = 0; t < T; ++t)  // unit keys (delta rules: shrunk so that ‖k‖₂ <= 1 holds exactly)
+    for (float x : float_key(rng, K, 1.0)) p.k.push_back(x);
+  for (std::size_t n = 0; n < T * V; ++n) p.v.push_back(uniform_float(rng, -1, 1));
+  for (std::size_t n = 0; n < T * K; ++n) p.g.push_back(uniform_float(rng, gate_lo, 0));
   for (std::size_t t = 0; t < T; ++t) {
-    std::vector<double> key(K);
-    double norm2 = 0;
-    for (auto& x : key) {
-      x = uniform(rng, -1, 1);
-      norm2 += x * x;
-    }
-    for (double x : key) p.k.push_back(norm2 > 0 ? static_cast<float>(x / std::sqrt(norm2)) : 0.f);
+    p.omega.push_back(static_cast<float>(std::pow(10.0, uniform_float(rng, omega_log_lo, -1))));
+    p.r.push_back(static_cast<float>(std::pow(10.0, uniform_float(rng, -2, 1))));
   }
-  for (std::size_t n = 0; n < T * V; ++n) p.v.push_back(uniform(rng, -1, 1));
-  for (std::size_t n = 0; n < T * K; ++n) p.g.push_back(uniform(rng, gate_lo, 0));
-  for (std::size_t t = 0; t < T; ++t) {
-    p.omega.push_back(static_cast<float>(std::pow(10.0, uniform(rng, omega_log_lo, -1))));
-    p.r.push_back(static_cast<float>(std::pow(10.0, uniform(rng, -2, 1))));
-  }
-  for (std::size_t n = 0; n < K * V; ++n) p.s0.push_back(uniform(rng, -1, 1));
-  p.b0 = static_cast<float>(std::pow(10.0, uniform(rng, -1, 1)));
+  for (std::size_t n = 0; n < K * V; ++n) p.s0.push_back(uniform_float(rng, -1, 1));
+  p.b0 = static_cast<float>(std::pow(10.0, uniform_float(rng, -1, 1)));
   return p;
 }
 
 template <class T>
 isotropic_kdn_inputs<T> inputs_of(const iso_problem& p) {
-  const auto conv = [](const std::vector<float>& xs) {
-    std::vector<T> out;
-    for (float x : xs) out.push_back(scalar_traits<T>::from_double(x));
-    return out;
-  };
+  const auto conv = [](const std::vector<float>& xs) { return floats_as<T>(xs); };
   isotropic_kdn_inputs<T> in{tensor<T>("q", {1, p.T, 1, p.K}, conv(p.q)),
                              tensor<T>("k", {1, p.T, 1, p.K}, conv(p.k)),
                              tensor<T>("v", {1, p.T, 1, p.V}, conv(p.v)),
@@ -77,12 +64,6 @@ isotropic_kdn_inputs<T> inputs_of(const iso_problem& p) {
                              tensor<T>("initial_state", {1, 1, p.K, p.V}, conv(p.s0)),
                              std::nullopt};
   return in;
-}
-
-template <class F>
-void assert_within(const tensor<F>& got, const tensor<mpfr_real>& exact, const tensor<mpfr_real>& bound) {
-  for (std::size_t i = 0; i < got.size(); ++i)
-    RC_ASSERT(abs(mpfr_real(static_cast<double>(got.data()[i])) - exact.data()[i]) <= bound.data()[i]);
 }
 
 }  // namespace
@@ -115,13 +96,13 @@ TEST_SUITE("error_bound") {
       const auto bound = check::isotropic_kdn_bound(in);
       RC_ASSERT(bound.hypothesis_failure.empty());
       for (const auto* got : {&sequential, &parallel}) {
-        assert_within(got->final_covariance, exact.final_covariance, bound.final_covariance);
-        assert_within(got->readout_variance, exact.readout_variance, bound.readout_variance);
-        assert_within(*got->predicted_covariance, *exact.predicted_covariance, bound.predicted_covariance);
-        assert_within(*got->beta, *exact.beta, bound.beta);
+        assert_within_bound(got->final_covariance, exact.final_covariance, bound.final_covariance);
+        assert_within_bound(got->readout_variance, exact.readout_variance, bound.readout_variance);
+        assert_within_bound(*got->predicted_covariance, *exact.predicted_covariance, bound.predicted_covariance);
+        assert_within_bound(*got->beta, *exact.beta, bound.beta);
       }
-      assert_within(sequential.o, exact.o, bound.o);
-      assert_within(sequential.final_state, exact.final_state, bound.final_state);
+      assert_within_bound(sequential.o, exact.o, bound.o);
+      assert_within_bound(sequential.final_state, exact.final_state, bound.final_state);
     });
   }
 }

@@ -14,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include "bound_checks.hpp"
 #include "kalman_oracle/check/kla_bound.hpp"
 #include "kalman_oracle/models/kla.hpp"
 #include "kalman_oracle/models/kla_parallel.hpp"
@@ -22,6 +23,7 @@
 
 using namespace kalman_oracle;
 using kalman_oracle::testing::check_property;
+using namespace kalman_oracle::testing;
 
 namespace {
 
@@ -30,33 +32,26 @@ struct kla_problem {
   std::vector<float> q, k, v, Lambda, a_bar, p_bar, lambda_0;
 };
 
-float uniform(std::mt19937_64& rng, double lo, double hi) {
-  return static_cast<float>(lo + (hi - lo) * std::ldexp(static_cast<double>(rng() >> 11), -53));
-}
-
 /// In range for the bound's hypotheses: with p̄ = 0, λ grows like ā^{-2t}, so ā stays near 1.
 kla_problem make_problem(std::size_t T, std::size_t M, std::size_t S, bool no_process_noise, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   kla_problem p{T, M, S, {}, {}, {}, {}, {}, {}, {}};
-  for (std::size_t n = 0; n < T * S; ++n) p.q.push_back(uniform(rng, -1, 1));
-  for (std::size_t n = 0; n < T * S; ++n) p.k.push_back(uniform(rng, -1, 1));
-  for (std::size_t n = 0; n < T * M; ++n) p.v.push_back(uniform(rng, -1, 1));
-  for (std::size_t n = 0; n < T * M; ++n) p.Lambda.push_back(static_cast<float>(std::pow(10.0, uniform(rng, -1, 1))));
+  for (std::size_t n = 0; n < T * S; ++n) p.q.push_back(uniform_float(rng, -1, 1));
+  for (std::size_t n = 0; n < T * S; ++n) p.k.push_back(uniform_float(rng, -1, 1));
+  for (std::size_t n = 0; n < T * M; ++n) p.v.push_back(uniform_float(rng, -1, 1));
+  for (std::size_t n = 0; n < T * M; ++n)
+    p.Lambda.push_back(static_cast<float>(std::pow(10.0, uniform_float(rng, -1, 1))));
   for (std::size_t n = 0; n < M * S; ++n) {
-    p.a_bar.push_back(no_process_noise ? uniform(rng, 0.9, 1) : uniform(rng, 0.5, 1));
-    p.p_bar.push_back(no_process_noise ? 0.f : static_cast<float>(std::pow(10.0, uniform(rng, -6, -1))));
-    p.lambda_0.push_back(static_cast<float>(std::pow(10.0, uniform(rng, -1, 1))));
+    p.a_bar.push_back(no_process_noise ? uniform_float(rng, 0.9, 1) : uniform_float(rng, 0.5, 1));
+    p.p_bar.push_back(no_process_noise ? 0.f : static_cast<float>(std::pow(10.0, uniform_float(rng, -6, -1))));
+    p.lambda_0.push_back(static_cast<float>(std::pow(10.0, uniform_float(rng, -1, 1))));
   }
   return p;
 }
 
 template <class T>
 kla_inputs<T> inputs_of(const kla_problem& p) {
-  const auto conv = [](const std::vector<float>& xs) {
-    std::vector<T> out;
-    for (float x : xs) out.push_back(scalar_traits<T>::from_double(x));
-    return out;
-  };
+  const auto conv = [](const std::vector<float>& xs) { return floats_as<T>(xs); };
   return {tensor<T>("q", {1, p.T, p.S}, conv(p.q)),
           tensor<T>("k", {1, p.T, p.S}, conv(p.k)),
           tensor<T>("v", {1, p.T, p.M}, conv(p.v)),
@@ -67,20 +62,14 @@ kla_inputs<T> inputs_of(const kla_problem& p) {
           std::nullopt};
 }
 
-template <class F>
-void assert_within(const tensor<F>& got, const tensor<mpfr_real>& exact, const tensor<mpfr_real>& bound) {
-  for (std::size_t i = 0; i < got.size(); ++i)
-    RC_ASSERT(abs(mpfr_real(static_cast<double>(got.data()[i])) - exact.data()[i]) <= bound.data()[i]);
-}
-
 void assert_outputs_within(const kla_outputs<float>& got, const kla_outputs<mpfr_real>& exact,
                            const check::kla_error_bound<mpfr_real>& bound) {
-  assert_within(*got.lambda, *exact.lambda, bound.lambda);
-  assert_within(got.final_lambda, exact.final_lambda, bound.final_lambda);
-  assert_within(got.y_var, exact.y_var, bound.y_var);
-  assert_within(*got.eta, *exact.eta, bound.eta);
-  assert_within(got.final_eta, exact.final_eta, bound.final_eta);
-  assert_within(got.y, exact.y, bound.y);
+  assert_within_bound(*got.lambda, *exact.lambda, bound.lambda);
+  assert_within_bound(got.final_lambda, exact.final_lambda, bound.final_lambda);
+  assert_within_bound(got.y_var, exact.y_var, bound.y_var);
+  assert_within_bound(*got.eta, *exact.eta, bound.eta);
+  assert_within_bound(got.final_eta, exact.final_eta, bound.final_eta);
+  assert_within_bound(got.y, exact.y, bound.y);
 }
 
 }  // namespace

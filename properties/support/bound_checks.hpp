@@ -1,0 +1,54 @@
+// What the per-element bound properties (properties/check_*_bound.cpp) share: inputs drawn as
+// binary32 values (so a binary32 run reads them exactly), their conversion to any scalar type, and
+// the element-by-element comparison of a run with the exact values against a bound.
+#pragma once
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include <rapidcheck.h>
+
+#include "kalman_oracle/scalar/traits.hpp"
+#include "kalman_oracle/scalar/types.hpp"
+#include "kalman_oracle/tensor/tensor.hpp"
+
+namespace kalman_oracle::testing {
+
+/// Uniform on [lo, hi] from 53 random bits, rounded to binary32 (the same on every standard library).
+inline float uniform_float(std::mt19937_64& rng, double lo, double hi) {
+  return static_cast<float>(lo + (hi - lo) * std::ldexp(static_cast<double>(rng() >> 11), -53));
+}
+
+/// A key of K entries drawn on [-1, 1], normalised to length `length` in binary64, rounded to binary32.
+inline std::vector<float> float_key(std::mt19937_64& rng, std::size_t K, double length) {
+  std::vector<double> key(K);
+  double norm2 = 0;
+  for (auto& x : key) {
+    x = uniform_float(rng, -1, 1);
+    norm2 += x * x;
+  }
+  std::vector<float> out;
+  for (double x : key) out.push_back(norm2 > 0 ? static_cast<float>(x / std::sqrt(norm2) * length) : 0.f);
+  return out;
+}
+
+/// Binary32 values in the scalar type T (exact for every type the properties use).
+template <class T>
+std::vector<T> floats_as(const std::vector<float>& xs) {
+  std::vector<T> out;
+  out.reserve(xs.size());
+  for (float x : xs) out.push_back(scalar_traits<T>::from_double(x));
+  return out;
+}
+
+/// Every element of `got` within `factor` times its bound of the exact value.
+template <class F>
+void assert_within_bound(const tensor<F>& got, const tensor<mpfr_real>& exact, const tensor<mpfr_real>& bound,
+                         double factor = 1) {
+  for (std::size_t i = 0; i < got.size(); ++i)
+    RC_ASSERT(abs(mpfr_real(static_cast<double>(got.data()[i])) - exact.data()[i]) <=
+              bound.data()[i] * mpfr_real(factor));
+}
+
+}  // namespace kalman_oracle::testing
