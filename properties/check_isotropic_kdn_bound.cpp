@@ -77,11 +77,7 @@ TEST_SUITE("error_bound") {
       const double gate_lo = *rc::gen::element(-1e-3, -1.0);
       const double omega_log_lo = *rc::gen::element(-12.0, -4.0);
       const auto seed = *rc::gen::arbitrary<std::uint64_t>();
-      const auto& scans = check::covered_scans();
-      std::vector<std::size_t> untiled;
-      for (std::size_t i = 0; i < scans.size(); ++i)
-        if (!scans[i].tiled) untiled.push_back(i);
-      const auto& order = scans[*rc::gen::elementOf(untiled)];
+      const auto& order = draw_untiled_scan();
       const iso_problem p = make_problem(T, K, V, gate_lo, omega_log_lo, seed);
 
       const run_options internals{.internals = true};

@@ -82,12 +82,7 @@ TEST_SUITE("error_bound") {
       const std::size_t S = *rc::gen::inRange<std::size_t>(1, 4);
       const bool no_process_noise = *rc::gen::arbitrary<bool>();
       const auto seed = *rc::gen::arbitrary<std::uint64_t>();
-      const auto& scans = check::covered_scans();
-      // The scan form's schedules are the covered untiled ones (fold, trees, chunked 16/32/64/128).
-      std::vector<std::size_t> untiled;
-      for (std::size_t i = 0; i < scans.size(); ++i)
-        if (!scans[i].tiled) untiled.push_back(i);
-      const auto& order = scans[*rc::gen::elementOf(untiled)];
+      const auto& order = draw_untiled_scan();
       const auto rescale = *rc::gen::element(rescale_mode::trace, rescale_mode::max_entry, rescale_mode::power_of_two);
       const kla_problem p = make_problem(T, M, S, no_process_noise, seed);
 

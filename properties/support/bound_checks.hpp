@@ -9,6 +9,7 @@
 
 #include <rapidcheck.h>
 
+#include "kalman_oracle/check/contraction_bound.hpp"
 #include "kalman_oracle/scalar/traits.hpp"
 #include "kalman_oracle/scalar/types.hpp"
 #include "kalman_oracle/tensor/tensor.hpp"
@@ -40,6 +41,16 @@ std::vector<T> floats_as(const std::vector<float>& xs) {
   out.reserve(xs.size());
   for (float x : xs) out.push_back(scalar_traits<T>::from_double(x));
   return out;
+}
+
+/// A covered scan order drawn by RapidCheck among the untiled ones (fold, trees, chunked 16/32/64/128):
+/// the schedules the models' parallel forms run.
+inline const check::covered_scan& draw_untiled_scan() {
+  const auto& scans = check::covered_scans();
+  std::vector<std::size_t> untiled;
+  for (std::size_t i = 0; i < scans.size(); ++i)
+    if (!scans[i].tiled) untiled.push_back(i);
+  return scans[*rc::gen::elementOf(untiled)];
 }
 
 /// Every element of `got` within `factor` times its bound of the exact value.

@@ -75,6 +75,78 @@ T gamma(double n, const T& u) {
   return nu / (T(1) - nu);
 }
 
+/// The constants of one step for key size K in the arithmetic `arith`.
+template <class T>
+struct step_constants {
+  T u, eta, g2, g3, gK, gK3, sqrtK, KK;
+  step_constants(const float_arithmetic& arith, std::size_t K)
+      : u(arith.unit_roundoff),
+        eta(arith.underflow_error),
+        g2(gamma<T>(2, u)),
+        g3(gamma<T>(3, u)),
+        gK(gamma<T>(static_cast<double>(K), u)),
+        gK3(gamma<T>(static_cast<double>(K + 3), u)),
+        sqrtK(sqrt(T(static_cast<long>(K)))),
+        KK(static_cast<long>(K)) {}
+};
+
+/// Column j of the exact state S (K x V row-major) decayed by α into `decayed`, with what the local
+/// bound reads of it: ‖p‖², ‖s‖², σ = Σ|k_i p_i| and w = kᵀp (p = D s).
+template <class T>
+struct decayed_column_sums {
+  T pn2, sn2, sigma, w;
+};
+
+template <class T>
+decayed_column_sums<T> decay_column(const std::vector<T>& S, std::size_t V, std::size_t j, const std::vector<T>& alpha,
+                                    const std::vector<T>& key, std::vector<T>& decayed) {
+  T pn2(0), sigma(0), w(0), sn2(0);
+  for (std::size_t i = 0; i < alpha.size(); ++i) {
+    sn2 += S[i * V + j] * S[i * V + j];
+    decayed[i] = alpha[i] * S[i * V + j];
+    pn2 += decayed[i] * decayed[i];
+    sigma += abs(key[i] * decayed[i]);
+    w += key[i] * decayed[i];
+  }
+  return {pn2, sn2, sigma, w};
+}
+
+/// One column's decay and inner product (docs/error-model.md, "Local bound L_t"): from the exact
+/// decayed column's norm ‖p‖ = pn, the state column's norm sn, σ = Σ|k_i p_i|, the exact residual
+/// r = v_j − kᵀp, the key's norms, the largest decay and the carried bound e:
+/// ‖ε1‖, ‖p̂‖, |ε2| and R >= |v_j − ŵ|.
+template <class T>
+struct decayed_column {
+  T eps1, p_hat_norm, eps2, residual;
+};
+
+template <class T>
+decayed_column<T> decayed_column_bound(const step_constants<T>& c, bool decays, const T& dmax, const T& ej, const T& pn,
+                                       const T& sn, const T& sigma, const T& r, const T& knorm, const T& k1) {
+  // ε1 = p̂ − Dŝ: exp within 1 ulp (|α̂ − α| <= γ2 α + 2η) and the product (u, η):
+  // |ε1_i| <= γ3 α_i |ŝ_i| + 2η(1 + u)|ŝ_i| + η. DeltaNet: no decay, ε1 = 0.
+  const T exp_floor = T(2) * c.eta * (T(1) + c.u);
+  const T eps1 = decays ? c.g3 * (pn + dmax * ej) + exp_floor * (sn + ej) + c.sqrtK * c.eta : T(0);
+  const T p_hat_norm = decays ? (pn + dmax * ej) + eps1 : pn + ej;
+  // Σ|k_i||p̂_i| and ε2 = ŵ − kᵀp̂ (γ_K for any order; K products may underflow).
+  const T k_dot_p_hat = decays
+                            ? (T(1) + c.g3) * (sigma + dmax * knorm * ej) + exp_floor * knorm * (sn + ej) + k1 * c.eta
+                            : sigma + knorm * ej;
+  const T eps2 = c.gK * k_dot_p_hat + c.KK * c.eta * (T(1) + c.gK);
+  // |v_j − ŵ| <= |r| + |kᵀD(ŝ − s)| + |kᵀε1| + |ε2|.
+  const T residual = abs(r) + dmax * knorm * ej + knorm * eps1 + eps2;
+  return {eps1, p_hat_norm, eps2, residual};
+}
+
+/// The read o_j = τ qᵀ s (docs/error-model.md, "Outputs"): the state's error e through τ‖q‖, the
+/// read's own rounding γ_{K+3} τ Σ|q_i||ŝ_i| with |ŝ_i| <= |s_i| + e, and K + 1 products that may
+/// underflow. q_abs_s = Σ|q_i s_i|, s_abs = Σ|s_i| of the exact column.
+template <class T>
+T read_bound(const step_constants<T>& c, const T& tau, const T& qnorm, const T& q_abs_s, const T& s_abs, const T& e) {
+  return tau * qnorm * e + c.gK3 * tau * (q_abs_s + qnorm * e) +
+         (T(1) + c.gK) * c.eta * (c.KK + (T(1) + c.u) * (s_abs + c.sqrtK * e));
+}
+
 }  // namespace detail::delta_bound
 
 /// The per-element bound above for DeltaNet, GDN and KDA in fla's sequential order (the header
@@ -91,10 +163,9 @@ delta_rule_error_bound<T> delta_rule_bound(const fixed_gain_inputs<T>& inputs, c
   if (!p.erases() || p.given_gain())
     throw std::invalid_argument("delta_rule_bound: the bound is for the beta-form delta rules (DeltaNet, GDN, KDA)");
   const std::size_t B = p.batch(), TT = p.tokens(), H = p.heads(), K = p.key_dim(), V = p.value_dim();
-  const T u(arith.unit_roundoff), eta(arith.underflow_error), huge = T(arith.largest_finite) / T(2);
-  const T g2 = gamma<T>(2, u), g3 = gamma<T>(3, u), gK = gamma<T>(static_cast<double>(K), u),
-          gK3 = gamma<T>(static_cast<double>(K + 3), u);
-  const T sqrtK = sqrt(T(static_cast<long>(K))), KK(static_cast<long>(K));
+  const step_constants<T> c(arith, K);
+  const T &u = c.u, &eta = c.eta, &g2 = c.g2, &g3 = c.g3, &sqrtK = c.sqrtK;
+  const T huge = T(arith.largest_finite) / T(2);
   const T tau = p.scale();
   const bool decays = p.decays();
 
@@ -136,27 +207,10 @@ delta_rule_error_bound<T> delta_rule_bound(const fixed_gain_inputs<T>& inputs, c
           }
         for (std::size_t j = 0; j < V; ++j) {
           // Exact decayed column p, its norm, σ = Σ|k_i p_i|, the residual r = v_j − kᵀp.
-          T pn2(0), sigma(0), w(0), sn2(0);
-          for (std::size_t i = 0; i < K; ++i) {
-            sn2 += S[i * V + j] * S[i * V + j];
-            decayed[i] = alpha[i] * S[i * V + j];
-            pn2 += decayed[i] * decayed[i];
-            sigma += abs(k[i] * decayed[i]);
-            w += k[i] * decayed[i];
-          }
+          const auto [pn2, sn2, sigma, w] = decay_column(S, V, j, alpha, k, decayed);
           const T pn = sqrt(pn2), sn = sqrt(sn2), r = v[j] - w, ej = e[j];
-          // ε1 = p̂ − Dŝ: exp within 1 ulp (|α̂ − α| <= γ2 α + 2η) and the product (u, η):
-          // |ε1_i| <= γ3 α_i |ŝ_i| + 2η(1 + u)|ŝ_i| + η. DeltaNet: no decay, ε1 = 0.
-          const T exp_floor = T(2) * eta * (T(1) + u);
-          const T eps1 = decays ? g3 * (pn + dmax * ej) + exp_floor * (sn + ej) + sqrtK * eta : T(0);
-          const T p_hat_norm = decays ? (pn + dmax * ej) + eps1 : pn + ej;
-          // Σ|k_i||p̂_i| and ε2 = ŵ − kᵀp̂ (γ_K for any order; K products may underflow).
-          const T k_dot_p_hat =
-              decays ? (T(1) + g3) * (sigma + dmax * knorm * ej) + exp_floor * knorm * (sn + ej) + k1 * eta
-                     : sigma + knorm * ej;
-          const T eps2 = gK * k_dot_p_hat + KK * eta * (T(1) + gK);
-          // |v_j − ŵ| <= |r| + |kᵀD(ŝ − s)| + |kᵀε1| + |ε2|.
-          const T residual = abs(r) + dmax * knorm * ej + knorm * eps1 + eps2;
+          const auto [eps1, p_hat_norm, eps2, residual] =
+              decayed_column_bound(c, decays, dmax, ej, pn, sn, sigma, r, knorm, k1);
           const T c_hat = beta * (T(1) + beta_error) * residual * (T(1) + g2) + eta;
           // ℓ = (I − βkkᵀ)ε1 − βkε2 + βkθ3(v_j − ŵ) + k η_c + (write's η and δ).
           const T local = eps1 + beta * knorm * eps2 + beta * knorm * write_factor * residual +
@@ -168,16 +222,13 @@ delta_rule_error_bound<T> delta_rule_bound(const fixed_gain_inputs<T>& inputs, c
             S[i * V + j] = decayed[i] + beta * k[i] * r;
             check_finite(b, t, h, S[i * V + j], "a state entry");
           }
-          // The read o_j = τ qᵀ s: the state's error through τ‖q‖, the read's own rounding
-          // γ_{K+3} τ Σ|q_i||ŝ_i| with |ŝ_i| <= |s_i| + e, and K + 1 products that may underflow.
+          // The read o_j = τ qᵀ s.
           T q_abs_s(0), s_abs(0);
           for (std::size_t i = 0; i < K; ++i) {
             q_abs_s += abs(q[i] * S[i * V + j]);
             s_abs += abs(S[i * V + j]);
           }
-          const T e_new = e[j];
-          out.o(b, t, h, j) = tau * qnorm * e_new + gK3 * tau * (q_abs_s + qnorm * e_new) +
-                              (T(1) + gK) * eta * (KK + (T(1) + u) * (s_abs + sqrtK * e_new));
+          out.o(b, t, h, j) = read_bound(c, tau, qnorm, q_abs_s, s_abs, e[j]);
         }
       }
       for (std::size_t i = 0; i < K; ++i)

@@ -8,14 +8,15 @@
 // b_t = b̂_t/(1 + u_t b̂_t), β_t = b̂_t/(r_t + b̂_t‖k_t‖²). The map b_{t−1} ↦ b_t is the action of the
 // leaf [[a, ω], [u a, 1 + u ω]] (det a), τ_t = (√(1 + uω) − √(uω))² (proofs/Birkhoff.v, iso_leaf_tau).
 // Rounding counts in units of η = −ln(1 − u) (exp within 1 ulp counts 2):
-//   a      α = exp(g) 2, α² 1, the K-term positive sum K − 1, the division by K 1: K + 3;
-//   b̂      a b 1 more, + ω 1: within K + 5 of a_t b + ω for the computed b;
+//   a      α = exp(g) 2, squared 4, the square's rounding 1, the K-term positive sum K − 1, the
+//          division by K 1: K + 5;
+//   b̂      a b 1 more, + ω 1: within K + 7 of a_t b + ω for the computed b;
 //   u      ‖k‖² K (positive terms), μ‖k‖² 1, K r 1, the quotient 1: K + 3;
-//   step   b = b̂/(1 + u b̂): b̂ K + 5, the denominator (K + 3) + (K + 5) + 1 + 1, the quotient 1:
-//          3K + 16 (the sequential recursion);
-//   leaf   entries a (K + 3), ω (0), u a (2K + 7), 1 + u ω (K + 5): within 2K + 7 roundings, so the
-//          action within 2(2K + 7); node 6 (a trace or max-entry rescale included); apply 5.
-// Then E(b_t) <= E_t (the largest over the covered orders), E(b̂_t) <= E^prev_t + K + 5 (the map
+//   step   b = b̂/(1 + u b̂): b̂ K + 7, the denominator (K + 3) + (K + 7) + 1 + 1, the quotient 1:
+//          3K + 20 (the sequential recursion);
+//   leaf   entries a (K + 5), ω (0), u a (2K + 9), 1 + u ω (K + 5): within 2K + 9 roundings, so the
+//          action within 2(2K + 9); node 6 (a trace or max-entry rescale included); apply 5.
+// Then E(b_t) <= E_t (the largest over the covered orders), E(b̂_t) <= E^prev_t + K + 7 (the map
 // b ↦ a b + ω has log-derivative <= 1; E^prev from contraction_bound.hpp's previous_log_bound), and
 // E(β_t) <= E(b̂_t) + K + 3 (b̂ ↦ b̂/(r + b̂‖k‖²) has log-derivative r/(r + b̂‖k‖²) <= 1; the
 // denominator's product and sum 1 + 1 past ‖k‖²'s K, the quotient 1). The readout variance
@@ -54,7 +55,7 @@ struct isotropic_kdn_error_bound {
 /// The isotropic leaf's rounding counts (see the top), in log units, for key size K.
 inline mobius_recursion_rounding isotropic_kdn_rounding(double u, std::size_t K) {
   const double eta = log_rounding(u), k = static_cast<double>(K);
-  return {2 * (2 * k + 7) * eta, 6 * eta, 5 * eta, (3 * k + 16) * eta};
+  return {2 * (2 * k + 9) * eta, 6 * eta, 5 * eta, (3 * k + 20) * eta};
 }
 
 template <class T>
@@ -139,7 +140,7 @@ isotropic_kdn_error_bound<T> isotropic_kdn_bound(const isotropic_kdn_inputs<T>& 
              "a covered scan's rescaled product leaves binary32's normal range (a non-zero entry outside "
              "[2^-100, 2^50] or a product term below 2^-120 after rescaling)");
       for (std::size_t t = 0; t < TT; ++t) {
-        const double e_predicted = previous[t] + (k_count + 5) * eta;
+        const double e_predicted = previous[t] + (k_count + 7) * eta;
         const double e_beta = e_predicted + (k_count + 3) * eta;
         if (e_beta > 1) fail(t, "the gain's log-error bound exceeds 1");
         out.predicted_covariance(b, t, h) = T(std::expm1(e_predicted) * bound_inflation) * predicted[t];
