@@ -16,9 +16,11 @@
 
 #include "bound_checks.hpp"
 #include "kalman_oracle/check/kla_bound.hpp"
+#include "kalman_oracle/grad/kla.hpp"
 #include "kalman_oracle/models/kla.hpp"
 #include "kalman_oracle/models/kla_parallel.hpp"
 #include "kalman_oracle/scalar/precision_scope.hpp"
+#include "kalman_oracle/scalar/running_error.hpp"
 #include "rapidcheck_doctest.hpp"
 
 using namespace kalman_oracle;
@@ -101,6 +103,50 @@ TEST_SUITE("error_bound") {
       const auto this_order = check::kla_bound(in, {}, &order);
       RC_ASSERT(this_order.hypothesis_failure.empty());
       assert_outputs_within(scanned, exact, this_order);
+    });
+  }
+
+  TEST_CASE("error_bound: the binary32 KLA adjoint within twice its first-order running error bound") {
+    // The gradients' per-element budgets (docs/error-model.md, "Gradients: first-order running
+    // error"): the reference's adjoint over running_error<MPFR> bounds, to first order, the same
+    // adjoint run in binary32. Long sequences are drawn often: there the adjoint's sums over tokens
+    // (ā, p̄ and the priors' gradients) carry many roundings, and the planted bug
+    // running_error_sum_drops_rounding (a sum's own rounding not counted) makes the bound too small.
+    check_property("kla_gradient_first_order_bound_holds", [] {
+      const std::size_t T = *rc::gen::inRange<std::size_t>(1, 300);
+      const std::size_t M = *rc::gen::inRange<std::size_t>(1, 3);
+      const std::size_t S = *rc::gen::inRange<std::size_t>(1, 4);
+      const bool no_process_noise = *rc::gen::arbitrary<bool>();
+      const auto seed = *rc::gen::arbitrary<std::uint64_t>();
+      const kla_problem p = make_problem(T, M, S, no_process_noise, seed);
+      std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ULL);
+      std::vector<float> dy, dyv, dlam, deta;
+      for (std::size_t n = 0; n < T * M; ++n) {
+        dy.push_back(uniform_float(rng, -1, 1));
+        dyv.push_back(uniform_float(rng, -1, 1));
+      }
+      for (std::size_t n = 0; n < M * S; ++n) {
+        dlam.push_back(uniform_float(rng, -1, 1));
+        deta.push_back(uniform_float(rng, -1, 1));
+      }
+      const auto cotangents_of = [&]<class R>(R) {
+        const auto conv = [](const std::vector<float>& xs) { return floats_as<R>(xs); };
+        return kalman_oracle::cotangents<R>{
+            tensor<R>("y", {1, T, M}, conv(dy)), tensor<R>("y_var", {1, T, M}, conv(dyv)),
+            tensor<R>("final_lambda", {1, M, S}, conv(dlam)), tensor<R>("final_eta", {1, M, S}, conv(deta))};
+      };
+      const auto got = kla_backward(inputs_of<float>(p), cotangents_of(0.f));
+      precision_scope precision(256);
+      using E = running_error<mpfr_real>;
+      const auto exact = kla_backward(inputs_of<mpfr_real>(p), cotangents_of(mpfr_real(0)));
+      const auto first_order = kla_backward(inputs_of<E>(p), cotangents_of(E(0)));
+      for (const auto& g : got.items()) {
+        const auto& x = exact.at(g.name());
+        const auto& e = first_order.at(g.name());
+        tensor<mpfr_real> bound(g.name(), e.shape());
+        for (std::size_t i = 0; i < e.size(); ++i) bound.data()[i] = e.data()[i].error() * mpfr_real(0x1p-23);
+        assert_within_bound(g, x, bound);
+      }
     });
   }
 }

@@ -55,6 +55,7 @@ set(KALMAN_ORACLE_META_TESTS
   contraction_bound_drops_child:error_bound
   affine_bound_drops_coefficient_error:error_bound
   two_key_bound_forgets_history:error_bound
+  running_error_sum_drops_rounding:error_bound
   # rounding: correctly rounded conversions from MPFR (scalar/rounding.hpp)
   round_ties_away:rounding
   # grad: reference adjoints = tape = duals = central differences (reference/include/kalman_oracle/grad/*.hpp)

@@ -39,6 +39,17 @@
 
 namespace kalman_oracle {
 
+/// One step of KLA's precision recursion, λ_t = λ_{t−1} / (ā² + p̄ λ_{t−1}) + φ_t (models/kla.hpp,
+/// the same operations in the same order). A function of its own so that a scalar type may give the
+/// whole step a rule: the first-order running error (scalar/running_error.hpp) propagates λ's error
+/// by the step's exact derivative ā²/den² (the Möbius contraction), which the rule-per-operation
+/// cannot see (it takes |∂/∂λ| of numerator and denominator apart).
+template <class T>
+T kla_precision_step(const T& lambda_prev, const T& a, const T& p, const T& phi) {
+  const T den = a * a + p * lambda_prev;
+  return lambda_prev / den + phi;
+}
+
 template <class T>
 gradients<T> kla_backward(const kla_inputs<T>& inputs, const cotangents<T>& cot) {
   const detail::kla_checked_inputs<T> in(inputs);
@@ -71,7 +82,7 @@ gradients<T> kla_backward(const kla_inputs<T>& inputs, const cotangents<T>& cot)
           const T& key = in.k(b, t, s);
           const T& precision = in.Lambda(b, t, m);
           const T den = a * a + p * lambda[t];
-          lambda[t + 1] = lambda[t] / den + precision * key * key;
+          lambda[t + 1] = kla_precision_step(lambda[t], a, p, T(precision * key * key));
           eta[t + 1] = a / den * eta[t] + in.v(b, t, m) * precision * key;
         }
         // Reverse.

@@ -41,7 +41,7 @@
 #include <utility>
 #include <vector>
 
-#include "kalman_oracle/scalar/dual.hpp"  // detail::pi_for_constant
+#include "kalman_oracle/scalar/dual.hpp"  // detail::pi_for_constant, Eigen::WrappedScalarNumTraits
 #include "kalman_oracle/scalar/traits.hpp"
 
 namespace kalman_oracle {
@@ -235,19 +235,5 @@ inline const kalman_oracle::tape_scalar<B> std::numbers::pi_v<kalman_oracle::tap
 
 namespace Eigen {
 template <class B>
-struct NumTraits<kalman_oracle::tape_scalar<B>> : GenericNumTraits<kalman_oracle::tape_scalar<B>> {
-  using Real = kalman_oracle::tape_scalar<B>;
-  using NonInteger = kalman_oracle::tape_scalar<B>;
-  using Literal = double;
-  using Nested = kalman_oracle::tape_scalar<B>;
-  enum {
-    IsComplex = 0,
-    IsInteger = 0,
-    IsSigned = 1,
-    RequireInitialization = 1,
-    ReadCost = 2,
-    AddCost = 8,
-    MulCost = 24,
-  };
-};
+struct NumTraits<kalman_oracle::tape_scalar<B>> : WrappedScalarNumTraits<kalman_oracle::tape_scalar<B>> {};
 }  // namespace Eigen

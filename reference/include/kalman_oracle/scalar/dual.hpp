@@ -146,12 +146,15 @@ inline const kalman_oracle::dual<B> std::numbers::pi_v<kalman_oracle::dual<B>> =
 namespace Eigen {
 /// dual numbers as Eigen scalars (the dense and information forms use Eigen matrices as containers
 /// and for +, − and division by a scalar; products are the models' own loops).
-template <class B>
-struct NumTraits<kalman_oracle::dual<B>> : GenericNumTraits<kalman_oracle::dual<B>> {
-  using Real = kalman_oracle::dual<B>;
-  using NonInteger = kalman_oracle::dual<B>;
+/// The Eigen traits of a scalar that wraps a base type B (dual numbers here; grad/tape.hpp's tape
+/// scalars and scalar/running_error.hpp's running error bounds too): a real, non-integer, signed
+/// type that needs initialisation, with costs of a few base operations.
+template <class S>
+struct WrappedScalarNumTraits : GenericNumTraits<S> {
+  using Real = S;
+  using NonInteger = S;
   using Literal = double;
-  using Nested = kalman_oracle::dual<B>;
+  using Nested = S;
   enum {
     IsComplex = 0,
     IsInteger = 0,
@@ -162,4 +165,6 @@ struct NumTraits<kalman_oracle::dual<B>> : GenericNumTraits<kalman_oracle::dual<
     MulCost = 24,
   };
 };
+template <class B>
+struct NumTraits<kalman_oracle::dual<B>> : WrappedScalarNumTraits<kalman_oracle::dual<B>> {};
 }  // namespace Eigen
