@@ -109,9 +109,10 @@ TEST_SUITE("error_bound") {
   TEST_CASE("error_bound: the binary32 KLA adjoint within twice its first-order running error bound") {
     // The gradients' per-element budgets (docs/error-model.md, "Gradients: first-order running
     // error"): the reference's adjoint over running_error<MPFR> bounds, to first order, the same
-    // adjoint run in binary32. Long sequences are drawn often: there the adjoint's sums over tokens
-    // (ā, p̄ and the priors' gradients) carry many roundings, and the planted bug
-    // running_error_sum_drops_rounding (a sum's own rounding not counted) makes the bound too small.
+    // adjoint run in binary32; the fixtures' budgets are twice that, and this is their claim, checked
+    // element by element on long sequences. The rules themselves are checked where they are tight
+    // (check_running_error.cpp, with the planted bug running_error_sum_drops_rounding): here the
+    // bound exceeds the binary32 errors about tenfold, and that planted bug alone does not break it.
     check_property("kla_gradient_first_order_bound_holds", [] {
       const std::size_t T = *rc::gen::inRange<std::size_t>(1, 300);
       const std::size_t M = *rc::gen::inRange<std::size_t>(1, 3);
