@@ -29,7 +29,7 @@ ctest --preset default -j "$jobs"
 if [ "$sanitize" -eq 1 ]; then
   stamp "sanitizer build"
   cmake --preset debug-sanitize
-  cmake --build --preset debug-sanitize -j "$jobs" --target unit_tests property_tests kalman-oracle planted_candidate gpu_twin_tests
+  cmake --build --preset debug-sanitize -j "$jobs" --target unit_tests property_tests kalman-oracle planted_candidate gpu_twin_tests kalman-oracle-gpu
   stamp "sanitizer tests"
   ctest --preset debug-sanitize -j "$jobs" -L 'unit|property|fuzz|sanitize|twin' -LE 'meta|long'
 fi

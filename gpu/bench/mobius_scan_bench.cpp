@@ -2,8 +2,6 @@
 // per (shape of problem, path, block shape), each with the kernel's time, its effective bandwidth
 // (bytes read + written / time) and its ratio to a device-to-device copy of the same bytes measured
 // in the same run (the memory-bound floor of a scan that reads and writes every map once).
-//
-//   gpu_bench [--repeats N]      (median of N timed runs after 3 warm-ups; default 20)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -14,38 +12,11 @@
 #include <vector>
 
 #include "kalman_oracle/gpu/mobius_scan.hpp"
+#include "timing.hpp"
 
-using namespace kalman_oracle::gpu;
+namespace kalman_oracle::gpu::bench {
 
 namespace {
-
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
-}
-
-/// Median milliseconds of `repeats` runs of f, timed with CUDA events, after three warm-ups.
-template <class F>
-double median_ms(int repeats, F&& f) {
-  for (int i = 0; i < 3; ++i) f();
-  check(cudaDeviceSynchronize(), "warm-up");
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "cudaEventCreate");
-  check(cudaEventCreate(&stop), "cudaEventCreate");
-  std::vector<double> ms;
-  for (int i = 0; i < repeats; ++i) {
-    check(cudaEventRecord(start), "cudaEventRecord");
-    f();
-    check(cudaEventRecord(stop), "cudaEventRecord");
-    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    float elapsed = 0;
-    check(cudaEventElapsedTime(&elapsed, start, stop), "cudaEventElapsedTime");
-    ms.push_back(elapsed);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
 
 struct problem {
   const char* name;
@@ -54,29 +25,7 @@ struct problem {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  int repeats = 20;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--repeats" && i + 1 < argc) {
-      repeats = std::atoi(argv[++i]);
-      if (repeats < 1) {
-        std::fprintf(stderr, "gpu_bench: --repeats must be at least 1\n");
-        return 2;
-      }
-    } else {
-      std::fprintf(stderr, "gpu_bench: unknown argument %s (known: --repeats N)\n", arg.c_str());
-      return 2;
-    }
-  }
-  std::string why;
-  if (!cuda_device_available(why)) {
-    std::fprintf(stderr, "gpu_bench: %s\n", why.c_str());
-    return 1;
-  }
-  cudaDeviceProp prop{};
-  check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-
+void mobius_scan_bench(int repeats, const cudaDeviceProp& prop) {
   // KLA's precision scan at B = 8, M = 2048, S = 16 has 262144 lanes (T = 1024 here: 4.3 GB a
   // buffer); 4096 lanes of 65536 maps is the same volume in long lanes; a few long lanes is the
   // split-T case.
@@ -131,5 +80,6 @@ int main(int argc, char** argv) {
     cudaFree(out);
     cudaFree(scratch);
   }
-  return 0;
 }
+
+}  // namespace kalman_oracle::gpu::bench

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "cuda_check.hpp"
 #include "kalman_oracle/gpu/mobius_scan.hpp"
 #include "kalman_oracle/gpu/policy.cuh"
 #include "kalman_oracle/gpu/scan/block.cuh"
@@ -18,13 +19,8 @@
 namespace kalman_oracle::gpu {
 namespace {
 
-void check_cuda(cudaError_t status, const char* what) {
-  if (status != cudaSuccess)
-    throw std::runtime_error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(status));
-}
-
-__global__ void sequential_lanes_kernel(const mobius_f32* __restrict__ leaves, mobius_f32* __restrict__ out,
-                                        int lanes, int T) {
+__global__ void sequential_lanes_kernel(const mobius_f32* __restrict__ leaves, mobius_f32* __restrict__ out, int lanes,
+                                        int T) {
   const int lane = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (lane >= lanes || T == 0) return;
   const auto L = static_cast<long long>(lanes);
@@ -89,8 +85,7 @@ __global__ void tiled_emit_kernel(mobius_f32* __restrict__ out, const mobius_f32
 int tiles_of(int T, int tile_items) { return (T + tile_items - 1) / tile_items; }
 
 template <class Traits>
-void launch_tiled(const mobius_f32* leaves, mobius_f32* out, void* scratch, int lanes, int T,
-                  mobius_scan_path path) {
+void launch_tiled(const mobius_f32* leaves, mobius_f32* out, void* scratch, int lanes, int T, mobius_scan_path path) {
   if (path == mobius_scan_path::tiled_running) {
     tiled_running_kernel<Traits><<<lanes, Traits::threads_per_block>>>(leaves, out, T);
     check_cuda(cudaGetLastError(), "tiled_running_kernel");
@@ -109,8 +104,8 @@ void launch_tiled(const mobius_f32* leaves, mobius_f32* out, void* scratch, int 
 }
 
 template <int I, int B>
-bool dispatch_shape(mobius_scan_shape shape, const mobius_f32* leaves, mobius_f32* out, void* scratch, int lanes,
-                    int T, mobius_scan_path path) {
+bool dispatch_shape(mobius_scan_shape shape, const mobius_f32* leaves, mobius_f32* out, void* scratch, int lanes, int T,
+                    mobius_scan_path path) {
   if (shape.items_per_thread != I || shape.warps_per_block != B) return false;
   launch_tiled<scan_traits<I, B>>(leaves, out, scratch, lanes, T, path);
   return true;
@@ -124,20 +119,6 @@ void require_compiled(mobius_scan_shape shape) {
 }
 
 }  // namespace
-
-bool cuda_device_available(std::string& why) {
-  int count = 0;
-  const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess) {
-    why = std::string("cudaGetDeviceCount: ") + cudaGetErrorString(status);
-    return false;
-  }
-  if (count == 0) {
-    why = "no CUDA device";
-    return false;
-  }
-  return true;
-}
 
 std::size_t mobius_scan_scratch_bytes(mobius_scan_path path, mobius_scan_shape shape, int lanes, int T) {
   if (path != mobius_scan_path::tiled_three_pass) return 0;
@@ -167,8 +148,8 @@ void mobius_scan_device(const mobius_f32* leaves, mobius_f32* out, void* scratch
   if (!launched) throw std::logic_error("mobius_scan: compiled_mobius_scan_shapes and the dispatch disagree");
 }
 
-std::vector<mobius_f32> mobius_scan_host(const std::vector<mobius_f32>& leaves, int lanes, int T,
-                                         mobius_scan_path path, mobius_scan_shape shape) {
+std::vector<mobius_f32> mobius_scan_host(const std::vector<mobius_f32>& leaves, int lanes, int T, mobius_scan_path path,
+                                         mobius_scan_shape shape) {
   if (lanes < 0 || T < 0 || leaves.size() != static_cast<std::size_t>(lanes) * static_cast<std::size_t>(T))
     throw std::invalid_argument("mobius_scan_host: leaves has " + std::to_string(leaves.size()) +
                                 " maps, want lanes * T = " + std::to_string(lanes) + " * " + std::to_string(T));

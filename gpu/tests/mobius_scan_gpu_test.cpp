@@ -13,9 +13,11 @@
 #include "kalman_oracle/gpu/mobius_scan.hpp"
 #include "kalman_oracle/gpu/twin/mobius_scan_twin.hpp"
 #include "mobius_leaves.hpp"
+#include "skip_without_device.hpp"
 
 using namespace kalman_oracle::gpu;
 using kalman_oracle::gpu::testing::draw_leaves;
+using kalman_oracle::gpu::testing::skip_without_device;
 
 namespace {
 
@@ -28,13 +30,6 @@ std::string first_difference(const std::vector<mobius_f32>& got, const std::vect
              std::to_string(want[i].a) + ", " + std::to_string(want[i].b) + ", " + std::to_string(want[i].c) + ", " +
              std::to_string(want[i].d) + "]";
   return "";
-}
-
-bool skip_without_device() {
-  std::string why;
-  if (cuda_device_available(why)) return false;
-  std::printf("SKIP: %s: the GPU tests need a CUDA device (CI runs the twins instead)\n", why.c_str());
-  return true;
 }
 
 }  // namespace

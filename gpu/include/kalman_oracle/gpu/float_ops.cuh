@@ -48,6 +48,17 @@ KALMAN_ORACLE_HD float fma_rn(float x, float y, float z) {
 #endif
 }
 
+/// fl(x / y), round to nearest even (the device's IEEE division, not the approximate one that
+/// --use_fast_math would give; host: C++ / on float, which GCC never turns into a reciprocal
+/// multiply without -freciprocal-math).
+KALMAN_ORACLE_HD float div_rn(float x, float y) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(x, y);
+#else
+  return x / y;
+#endif
+}
+
 /// |x| (exact).
 KALMAN_ORACLE_HD float abs_rn(float x) {
 #if defined(__CUDA_ARCH__)

@@ -9,12 +9,10 @@
 #include <vector>
 
 #include "kalman_oracle/gpu/algebra/mobius.cuh"
+#include "kalman_oracle/gpu/device.hpp"
 #include "kalman_oracle/gpu/mobius_scan_path.hpp"
 
 namespace kalman_oracle::gpu {
-
-/// True when a CUDA device is usable; otherwise `why` says why not.
-bool cuda_device_available(std::string& why);
 
 /// Scratch bytes tiled_three_pass needs for `lanes` lanes of T maps (0 for the other paths).
 std::size_t mobius_scan_scratch_bytes(mobius_scan_path path, mobius_scan_shape shape, int lanes, int T);
@@ -26,7 +24,7 @@ void mobius_scan_device(const mobius_f32* leaves, mobius_f32* out, void* scratch
                         mobius_scan_path path, mobius_scan_shape shape);
 
 /// Host vectors in and out, for tests: copies in, poisons the output with NaN, runs, copies back.
-std::vector<mobius_f32> mobius_scan_host(const std::vector<mobius_f32>& leaves, int lanes, int T,
-                                         mobius_scan_path path, mobius_scan_shape shape);
+std::vector<mobius_f32> mobius_scan_host(const std::vector<mobius_f32>& leaves, int lanes, int T, mobius_scan_path path,
+                                         mobius_scan_shape shape);
 
 }  // namespace kalman_oracle::gpu

@@ -1,0 +1,132 @@
+// What the KLA kernels (src/kla_forward.cu, src/kla_backward.cu) share: the block layout (every s
+// of kla_channels_per_block consecutive channels of one batch row, one thread per element), a chunk
+// of tokens' inputs staged in shared memory by the whole block (coalesced, asynchronously where the
+// input is binary32), and the in-order sums over s (docs/kernels.md, "The fused KLA forward").
+// Private to gpu/src.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "device_arena.hpp"
+#include "kalman_oracle/gpu/kla_forward.hpp"
+
+namespace kalman_oracle::gpu {
+namespace {
+
+/// Copies one input element into the staging buffer, widened to binary32: asynchronously for binary32
+/// inputs (cp.async, 4 bytes: the copy of the next chunk overlaps the arithmetic of this one), by a
+/// plain load for 16-bit ones.
+template <class In>
+__device__ __forceinline__ void stage_element(float* to, const In* from) {
+  *to = widen(*from);
+}
+template <>
+__device__ __forceinline__ void stage_element<float>(float* to, const float* from) {
+  const auto shared = static_cast<unsigned>(__cvta_generic_to_shared(to));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(shared), "l"(from));
+}
+__device__ __forceinline__ void stage_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+/// Waits until at most `Pending` committed groups are still in flight.
+template <int Pending>
+__device__ __forceinline__ void stage_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
+}
+
+/// One chunk's token inputs, staged in shared memory: q and k [chunk][S], v and Λ [chunk][channels],
+/// and for the backward the cotangents dy and dy_var [chunk][channels]. A null q or dy is not staged.
+struct kla_stage {
+  float *q, *k, *v, *Lambda, *dy, *dy_var;
+};
+
+/// Issues the copies of tokens [t0, t0 + count) into `stage`, coalesced (consecutive threads take
+/// consecutive s, or consecutive channels).
+template <class In>
+__device__ __forceinline__ void stage_chunk(const kla_forward_problem& p, const kla_stage stage, long long b, int t0,
+                                            int count, int m_first, int channels_here, int channels_per_block) {
+  const int S = p.state;
+  const In* q = static_cast<const In*>(p.q.data);
+  const In* k = static_cast<const In*>(p.k.data);
+  const In* v = static_cast<const In*>(p.v.data);
+  const In* Lambda = static_cast<const In*>(p.Lambda.data);
+  for (int i = static_cast<int>(threadIdx.x); i < count * S; i += static_cast<int>(blockDim.x)) {
+    const int c = i / S, j = i % S;
+    if (stage.q != nullptr) stage_element(stage.q + c * S + j, q + offset_of(p.q, b, t0 + c, j));
+    stage_element(stage.k + c * S + j, k + offset_of(p.k, b, t0 + c, j));
+  }
+  for (int i = static_cast<int>(threadIdx.x); i < count * channels_here; i += static_cast<int>(blockDim.x)) {
+    const int c = i / channels_here, channel = i % channels_here;
+    stage_element(stage.v + c * channels_per_block + channel, v + offset_of(p.v, b, t0 + c, m_first + channel));
+    stage_element(stage.Lambda + c * channels_per_block + channel,
+                  Lambda + offset_of(p.Lambda, b, t0 + c, m_first + channel));
+  }
+}
+
+/// Stages the cotangents of tokens [t0, t0 + count) (binary32, contiguous [B, T, M]; null: zero).
+__device__ __forceinline__ void stage_cotangents(const float* dy, const float* dy_var, const kla_stage stage,
+                                                 long long b, int T, int M, int t0, int count, int m_first,
+                                                 int channels_here, int channels_per_block) {
+  for (int i = static_cast<int>(threadIdx.x); i < count * channels_here; i += static_cast<int>(blockDim.x)) {
+    const int c = i / channels_here, channel = i % channels_here;
+    const long long at = (b * T + t0 + c) * M + m_first + channel;
+    float* dy_to = stage.dy + c * channels_per_block + channel;
+    float* dy_var_to = stage.dy_var + c * channels_per_block + channel;
+    if (dy != nullptr)
+      stage_element(dy_to, dy + at);
+    else
+      *dy_to = 0.0f;
+    if (dy_var != nullptr)
+      stage_element(dy_var_to, dy_var + at);
+    else
+      *dy_var_to = 0.0f;
+  }
+}
+
+/// The problem with its inputs copied to the device (the host launchers'; outputs untouched).
+inline kla_forward_problem kla_upload_inputs(device_arena& arena, const kla_forward_problem& host) {
+  const long long B = host.batch, T = host.tokens, M = host.channels, S = host.state;
+  kla_forward_problem device = host;
+  device.q = arena.upload(host.q, {B, T, S}, host.dtype);
+  device.k = arena.upload(host.k, {B, T, S}, host.dtype);
+  device.v = arena.upload(host.v, {B, T, M}, host.dtype);
+  device.Lambda = arena.upload(host.Lambda, {B, T, M}, host.dtype);
+  device.a_bar = arena.upload(host.a_bar, {B, T, M, S}, host.dtype);
+  device.p_bar = arena.upload(host.p_bar, {B, T, M, S}, host.dtype);
+  device.lambda_0 = arena.upload(host.lambda_0, {B, M, S}, host.dtype);
+  device.eta_0 = arena.upload(host.eta_0, {B, M, S}, host.dtype);
+  return device;
+}
+
+/// Where a thread sits: batch row b, the block's first channel and how many it has (the last block
+/// may have fewer), the thread's channel within the block (`local`), its channel m and its s.
+struct kla_block_place {
+  long long b;
+  int m_first, channels_here, local, m, s;
+  bool active;  ///< the thread has an element (local < channels_here)
+};
+
+__device__ __forceinline__ kla_block_place kla_place(int S, int M, int channels_per_block) {
+  kla_block_place at;
+  at.b = blockIdx.y;
+  at.m_first = static_cast<int>(blockIdx.x) * channels_per_block;
+  at.channels_here = min(channels_per_block, M - at.m_first);
+  at.local = static_cast<int>(threadIdx.x) / S;
+  at.s = static_cast<int>(threadIdx.x) % S;
+  at.m = at.m_first + at.local;
+  at.active = at.local < at.channels_here;
+  return at;
+}
+
+/// Two rows of S terms each summed in order s = 0, 1, … from +0 (the reference's order; the twins
+/// repeat it).
+__device__ __forceinline__ void sum_rows_in_order(const float* first_row, const float* second_row, int S,
+                                                  float& first_sum, float& second_sum) {
+  first_sum = 0.0f;
+  second_sum = 0.0f;
+  for (int j = 0; j < S; ++j) {
+    first_sum = add_rn(first_sum, first_row[j]);
+    second_sum = add_rn(second_sum, second_row[j]);
+  }
+}
+
+}  // namespace
+}  // namespace kalman_oracle::gpu

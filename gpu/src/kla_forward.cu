@@ -1,0 +1,180 @@
+// The fused KLA forward kernel and its launchers (include/kalman_oracle/gpu/kla_forward.hpp;
+// docs/kernels.md, "KLA forward").
+//
+// Schedule. One thread per element (b, m, s) folds the tokens in order with the per-element
+// arithmetic of models/kla.cuh, keeping (λ, η) in registers: the sequential recursion of
+// models/kla.hpp, never a [B, T, M, S] tensor in memory. A block holds every s of
+// `channels_per_block` consecutive channels of one batch row (channels_per_block · S <= 256
+// threads). Tokens go in chunks of 16. A chunk's q, k, v and Λ are staged in shared memory by the
+// whole block, coalesced, the copy of chunk i + 1 (cp.async for binary32 inputs) overlapping the
+// arithmetic of chunk i: one thread per element reading its own inputs from global memory waited a
+// memory latency per token (7.2 ms at the benchmark shape, docs/kernels.md). Each thread writes its
+// readout terms for the chunk to shared memory, then one thread per (token, channel) sums the S terms in order s = 0, 1, … from +0 (the
+// reference's order, so the twin can repeat it) and writes y and y_var, consecutive threads
+// consecutive channels. The rows of the term buffer are S + 1 floats long, so that the summing
+// threads (stride S + 1) and the writing threads (stride 1) both hit distinct banks.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <initializer_list>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "device_arena.hpp"
+#include "kalman_oracle/gpu/kla_forward.hpp"
+#include "kalman_oracle/gpu/models/kla.cuh"
+#include "kla_block.cuh"
+
+namespace kalman_oracle::gpu {
+namespace {
+
+constexpr int kla_threads_per_block = 256;
+
+/// The term buffers (two of [chunk][channels][S + 1]) and two staging buffers of a chunk's inputs.
+std::size_t kla_shared_bytes(int S, int channels_per_block) {
+  const std::size_t chunk = kla_chunk_tokens, channels = static_cast<std::size_t>(channels_per_block),
+                    state = static_cast<std::size_t>(S);
+  return sizeof(float) * (2 * chunk * channels * (state + 1) + 2 * (2 * chunk * state + 2 * chunk * channels));
+}
+
+/// TokenDecay: ā or p̄ varies with the token (stride along T not 0), read per token from global
+/// memory; otherwise each thread reads its ā and p̄ once.
+template <class In, bool TokenDecay>
+__global__ void __launch_bounds__(kla_threads_per_block)
+    kla_forward_kernel(const kla_forward_problem p, int channels_per_block) {
+  extern __shared__ float shared[];
+  const int S = p.state, M = p.channels, T = p.tokens;
+  const int row = S + 1;
+  float* mean_terms = shared;
+  float* variance_terms = mean_terms + kla_chunk_tokens * channels_per_block * row;
+  // Two staging buffers: chunk i + 1 is copied while chunk i is computed. (Chosen by a select, not
+  // an array index, which would put them in local memory.)
+  const auto staging = [&](float* base) {
+    kla_stage st{};
+    st.q = base;
+    st.k = st.q + kla_chunk_tokens * S;
+    st.v = st.k + kla_chunk_tokens * S;
+    st.Lambda = st.v + kla_chunk_tokens * channels_per_block;
+    return st;
+  };
+  const kla_stage stage_0 = staging(variance_terms + kla_chunk_tokens * channels_per_block * row);
+  const kla_stage stage_1 = staging(stage_0.Lambda + kla_chunk_tokens * channels_per_block);
+
+  const kla_block_place place = kla_place(S, M, channels_per_block);
+  const long long b = place.b;
+  const int m_first = place.m_first, channels_here = place.channels_here, local = place.local, m = place.m, s = place.s;
+  const bool active = place.active;
+
+  const In* a_at = static_cast<const In*>(p.a_bar.data) + offset_of(p.a_bar, b, 0, m, s);
+  const In* p_at = static_cast<const In*>(p.p_bar.data) + offset_of(p.p_bar, b, 0, m, s);
+  const long long a_step = p.a_bar.stride[1], p_step = p.p_bar.stride[1];
+  kla_element_state x{1.0f, 0.0f};
+  float a_bar = 0.0f, p_bar = 0.0f;
+  if (active) {
+    if (p.lambda_0.data) x.lambda = load_widened<In>(p.lambda_0, offset_of(p.lambda_0, b, m, s));
+    if (p.eta_0.data) x.eta = load_widened<In>(p.eta_0, offset_of(p.eta_0, b, m, s));
+    if (!TokenDecay && T > 0) {  // with T = 0 there is no ā or p̄ to read
+      a_bar = widen(*a_at);
+      p_bar = widen(*p_at);
+    }
+  }
+
+  if (T > 0) stage_chunk<In>(p, stage_0, b, 0, min(kla_chunk_tokens, T), m_first, channels_here, channels_per_block);
+  stage_commit();
+  for (int t0 = 0, buffer = 0; t0 < T; t0 += kla_chunk_tokens, buffer ^= 1) {
+    const int count = min(kla_chunk_tokens, T - t0);
+    const int next_t0 = t0 + kla_chunk_tokens;
+    if (next_t0 < T)
+      stage_chunk<In>(p, buffer ? stage_0 : stage_1, b, next_t0, min(kla_chunk_tokens, T - next_t0), m_first,
+                      channels_here, channels_per_block);
+    stage_commit();
+    stage_wait<1>();  // this chunk's copies are done (the next chunk's may still be in flight)
+    __syncthreads();
+    const kla_stage in = buffer ? stage_1 : stage_0;
+    if (active) {
+      for (int c = 0; c < count; ++c) {
+        if (TokenDecay) {
+          a_bar = widen(*a_at);
+          p_bar = widen(*p_at);
+          a_at += a_step;
+          p_at += p_step;
+        }
+        x = kla_element_step(x, a_bar, p_bar, in.k[c * S + s], in.Lambda[c * channels_per_block + local],
+                             in.v[c * channels_per_block + local]);
+        const kla_readout_terms out = kla_readout(x, in.q[c * S + s]);
+        const int slot = (c * channels_per_block + local) * row + s;
+        mean_terms[slot] = out.mean;
+        variance_terms[slot] = out.variance;
+      }
+    }
+    __syncthreads();
+    for (int o = static_cast<int>(threadIdx.x); o < count * channels_here; o += static_cast<int>(blockDim.x)) {
+      const int c = o / channels_here, channel = o % channels_here;
+      const float* mean_row = mean_terms + (c * channels_per_block + channel) * row;
+      const float* variance_row = variance_terms + (c * channels_per_block + channel) * row;
+      float y, y_var;
+      sum_rows_in_order(mean_row, variance_row, S, y, y_var);
+      const long long out_at = (b * T + t0 + c) * M + m_first + channel;
+      p.y[out_at] = y;
+      p.y_var[out_at] = y_var;
+    }
+    // The next iteration's copies go to the buffer read above: the __syncthreads before its
+    // arithmetic orders them after every read (the sums read only the term buffers).
+  }
+  stage_wait<0>();
+  if (active) {
+    const long long out_at = (b * M + m) * S + s;
+    p.final_lambda[out_at] = x.lambda;
+    p.final_eta[out_at] = x.eta;
+  }
+}
+
+template <class In, bool TokenDecay>
+void launch(const kla_forward_problem& p) {
+  const int per_block = kla_channels_per_block(p.state, p.channels);
+  const std::size_t shared = kla_shared_bytes(p.state, per_block);
+  auto* kernel = &kla_forward_kernel<In, TokenDecay>;
+  // Up to 130 KiB (S = 1, 256 channels a block): above the 48 KiB a launch gets without asking.
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
+             "cudaFuncSetAttribute(kla_forward_kernel)");
+  const dim3 grid((p.channels + per_block - 1) / per_block, p.batch);
+  kernel<<<grid, per_block * p.state, shared>>>(p, per_block);
+  check_cuda(cudaGetLastError(), "kla_forward_kernel");
+}
+
+template <class In>
+void launch_typed(const kla_forward_problem& p) {
+  const bool token_decay = p.a_bar.stride[1] != 0 || p.p_bar.stride[1] != 0;
+  token_decay ? launch<In, true>(p) : launch<In, false>(p);
+}
+
+}  // namespace
+
+void kla_forward_device(const kla_forward_problem& problem) {
+  kla_forward_check(problem);
+  switch (problem.dtype) {
+    case input_dtype::f32: return launch_typed<float>(problem);
+    case input_dtype::bf16: return launch_typed<bf16_bits>(problem);
+    case input_dtype::f16: return launch_typed<f16_bits>(problem);
+  }
+}
+
+void kla_forward_host(const kla_forward_problem& host) {
+  kla_forward_check(host);
+  const long long B = host.batch, T = host.tokens, M = host.channels, S = host.state;
+  device_arena arena;
+  kla_forward_problem device = kla_upload_inputs(arena, host);
+  device.y = arena.poisoned(B * T * M);
+  device.y_var = arena.poisoned(B * T * M);
+  device.final_lambda = arena.poisoned(B * M * S);
+  device.final_eta = arena.poisoned(B * M * S);
+  kla_forward_device(device);
+  check_cuda(cudaDeviceSynchronize(), "kla_forward_kernel");
+  device_arena::download(host.y, device.y, B * T * M);
+  device_arena::download(host.y_var, device.y_var, B * T * M);
+  device_arena::download(host.final_lambda, device.final_lambda, B * M * S);
+  device_arena::download(host.final_eta, device.final_eta, B * M * S);
+}
+
+}  // namespace kalman_oracle::gpu

@@ -1,0 +1,87 @@
+// A fixture's input tensors as the GPU kernels read them (plain C++, no MPFR): each safetensors
+// entry kept as its bytes, with the strides of its numpy broadcast to the shape the kernel indexes
+// (gpu/include/kalman_oracle/gpu/strided_input.cuh). Errors (kalman_oracle::input_error, exit 2) name the tensor and the rule
+// it breaks.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kalman_oracle/gpu/input_element.cuh"
+#include "kalman_oracle/gpu/strided_input.cuh"
+#include "kalman_oracle/io/safetensors.hpp"
+#include "kalman_oracle/tensor/input_error.hpp"
+
+namespace kalman_oracle::gpu::tools {
+
+/// The fixture's model, from its metadata (fixtures/lib/fixture_file.cpp writes it as "model").
+inline std::string fixture_model(const safetensors::file& f, const std::string& source) {
+  const auto it = f.metadata.find("kalman_oracle");
+  if (it == f.metadata.end()) throw input_error(source + ": no kalman_oracle metadata (not a fixture)");
+  const auto meta = nlohmann::json::parse(it->second, nullptr, false);
+  if (!meta.is_object() || !meta.contains("model") || !meta["model"].is_string())
+    throw input_error(source + ": the kalman_oracle metadata has no \"model\" string");
+  return meta["model"].get<std::string>();
+}
+
+/// The input dtype shared by the named tensors (the kernels read one dtype).
+inline input_dtype common_input_dtype(const safetensors::file& f, const std::vector<std::string>& names,
+                                      const std::string& source) {
+  std::string first;
+  safetensors::dtype type = safetensors::dtype::f32;
+  for (const std::string& name : names) {
+    const safetensors::tensor_entry* e = f.find(name);
+    if (e == nullptr) continue;
+    if (first.empty()) {
+      first = name;
+      type = e->type;
+    } else if (e->type != type) {
+      throw input_error(source + ": tensor " + name + " is " + std::string(safetensors::dtype_name(e->type)) + " but " +
+                        first + " is " + std::string(safetensors::dtype_name(type)) +
+                        "; rule: the GPU kernels read every input in one dtype");
+    }
+  }
+  switch (type) {
+    case safetensors::dtype::f32: return input_dtype::f32;
+    case safetensors::dtype::bf16: return input_dtype::bf16;
+    case safetensors::dtype::f16: return input_dtype::f16;
+    default:
+      throw input_error(source + ": inputs are " + std::string(safetensors::dtype_name(type)) +
+                        "; rule: the GPU kernels read F32, BF16 or F16 inputs");
+  }
+}
+
+/// `entry` read through numpy broadcasting to `full` (its shape right-aligned; each axis equal or
+/// 1). The view points into entry's bytes, which must outlive it.
+inline strided_input broadcast_to(const safetensors::tensor_entry& entry, const std::vector<long long>& full,
+                                  const std::string& source) {
+  const auto& shape = entry.shape;
+  const auto describe = [&] {
+    std::string s = "[";
+    for (std::size_t i = 0; i < full.size(); ++i) s += (i ? ", " : "") + std::to_string(full[i]);
+    return s + "]";
+  };
+  if (shape.size() > full.size() || full.size() > 4)
+    throw input_error(source + ": tensor " + entry.name + " has rank " + std::to_string(shape.size()) +
+                      "; rule: it must broadcast to " + describe());
+  strided_input view;
+  view.data = entry.bytes.data();
+  long long stride = 1;
+  const std::size_t pad = full.size() - shape.size();
+  for (std::size_t axis = shape.size(); axis-- > 0;) {
+    const long long have = static_cast<long long>(shape[axis]), want = full[pad + axis];
+    if (have != want && have != 1)
+      throw input_error(source + ": tensor " + entry.name + " axis " + std::to_string(axis) + " has size " +
+                        std::to_string(have) + "; rule: it must broadcast to " + describe() + " (size " +
+                        std::to_string(want) + " or 1)");
+    view.stride[pad + axis] = have == 1 ? 0 : stride;
+    stride *= have;
+  }
+  return view;
+}
+
+}  // namespace kalman_oracle::gpu::tools
