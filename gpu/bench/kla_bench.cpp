@@ -94,8 +94,10 @@ void kla_bench(int repeats, const cudaDeviceProp& prop) {
     const std::size_t forward_bytes =
         sizeof(float) * (2 * B * T * S + 2 * B * T * M + 2 * M * S + 2 * B * M * S  // read
                          + 2 * B * T * M + 2 * B * M * S);                          // written
-    // Forward + backward: the forward's bytes, the cotangents (2 [B, T, M], 2 [B, M, S]) and the
+    // Forward + backward (a training step: the forward writes checkpoints every 16 tokens, the
+    // backward reads them): the forward's bytes, the cotangents (2 [B, T, M], 2 [B, M, S]) and the
     // gradients (2 [B, T, S], 2 [B, T, M], 2 [M, S], 2 [B, M, S]); the backward reads the inputs too.
+    // (The checkpoints' traffic, 2 [B, T/16, M, S] written and read, is not counted.)
     const std::size_t both_bytes =
         forward_bytes + sizeof(float) * (2 * B * T * S + 2 * B * T * M + 2 * M * S + 2 * B * M * S      // inputs again
                                          + 2 * B * T * M + 2 * B * M * S                                // cotangents
@@ -119,6 +121,13 @@ void kla_bench(int repeats, const cudaDeviceProp& prop) {
     }
     void* scratch = nullptr;
     check(cudaMalloc(&scratch, kla_backward_scratch_bytes(g)), "cudaMalloc");
+    // Training: the forward writes its checkpoints, the backward reads them.
+    kla_forward_problem training = p;
+    const std::size_t checkpoints = static_cast<std::size_t>(kla_checkpoint_count(p));
+    check(cudaMalloc(&training.checkpoint_lambda, checkpoints * sizeof(float)), "cudaMalloc");
+    check(cudaMalloc(&training.checkpoint_eta, checkpoints * sizeof(float)), "cudaMalloc");
+    g.checkpoint_lambda = training.checkpoint_lambda;
+    g.checkpoint_eta = training.checkpoint_eta;
 
     const double element_steps = static_cast<double>(B * T * M * S);
     const auto report = [&](const char* pass, std::size_t bytes, double ms, double copy_ms) {
@@ -146,14 +155,15 @@ void kla_bench(int repeats, const cudaDeviceProp& prop) {
     check(cudaGetLastError(), "kla_forward_kernel");
     report("forward", forward_bytes, forward_ms, copy_ms_for(forward_bytes));
     const double both_ms = median_ms(repeats, [&] {
-      kla_forward_device(p);
+      kla_forward_device(training);
       kla_backward_device(g, scratch);
     });
     check(cudaGetLastError(), "kla_backward kernels");
     report("forward_backward", both_bytes, both_ms, copy_ms_for(both_bytes));
     for (void* ptr : gradients) cudaFree(ptr);
     for (void* ptr : {static_cast<void*>(dy), static_cast<void*>(dy_var), static_cast<void*>(dfinal_lambda),
-                      static_cast<void*>(dfinal_eta), scratch})
+                      static_cast<void*>(dfinal_eta), scratch, static_cast<void*>(training.checkpoint_lambda),
+                      static_cast<void*>(training.checkpoint_eta)})
       cudaFree(ptr);
     for (void* ptr : {static_cast<void*>(q), static_cast<void*>(key), static_cast<void*>(v), static_cast<void*>(Lambda),
                       static_cast<void*>(a_bar), static_cast<void*>(p_bar), static_cast<void*>(lambda_0),

@@ -113,18 +113,24 @@ __global__ void __launch_bounds__(kla_backward_threads)
   const int m_first = place.m_first, channels_here = place.channels_here, local = place.local, m = place.m, s = place.s;
   const bool active = place.active;
 
-  // Shared memory: the staged chunk, then the terms of half a chunk: dv and dΛ as rows of S + 1 per
-  // (token, channel); dq and dk as rows of channels + 1 per (token, s) (distinct banks for the
-  // writers and the summing threads alike).
-  kla_stage stage{};
-  stage.q = shared;
-  stage.k = stage.q + kla_chunk_tokens * S;
-  stage.v = stage.k + kla_chunk_tokens * S;
-  stage.Lambda = stage.v + kla_chunk_tokens * channels_per_block;
-  stage.dy = stage.Lambda + kla_chunk_tokens * channels_per_block;
-  stage.dy_var = stage.dy + kla_chunk_tokens * channels_per_block;
+  // Shared memory: two staging buffers (the chunk before this one in time is copied while this one
+  // is computed), then the terms of half a chunk: dv and dΛ as rows of S + 1 per (token, channel);
+  // dq and dk as rows of channels + 1 per (token, s) (distinct banks for the writers and the summing
+  // threads alike).
+  const auto staging = [&](float* base) {
+    kla_stage st{};
+    st.q = base;
+    st.k = st.q + kla_chunk_tokens * S;
+    st.v = st.k + kla_chunk_tokens * S;
+    st.Lambda = st.v + kla_chunk_tokens * channels_per_block;
+    st.dy = st.Lambda + kla_chunk_tokens * channels_per_block;
+    st.dy_var = st.dy + kla_chunk_tokens * channels_per_block;
+    return st;
+  };
+  const kla_stage stage_0 = staging(shared);
+  const kla_stage stage_1 = staging(stage_0.dy_var + kla_chunk_tokens * channels_per_block);
   const int s_row = S + 1, m_row = channels_per_block + 1;
-  float* v_terms = stage.dy_var + kla_chunk_tokens * channels_per_block;
+  float* v_terms = stage_1.dy_var + kla_chunk_tokens * channels_per_block;
   float* Lambda_terms = v_terms + kla_reverse_part * channels_per_block * s_row;
   float* q_terms = Lambda_terms + kla_reverse_part * channels_per_block * s_row;
   float* k_terms = q_terms + kla_reverse_part * S * m_row;
@@ -142,20 +148,30 @@ __global__ void __launch_bounds__(kla_backward_threads)
     a_static = load_widened<In>(p.a_bar, offset_of(p.a_bar, b, 0, m, s));
     p_static = load_widened<In>(p.p_bar, offset_of(p.p_bar, b, 0, m, s));
   }
-  for (int chunk = chunks - 1; chunk >= 0; --chunk) {
+  const auto stage_tokens = [&](const kla_stage into, int chunk) {
     const int t0 = chunk * kla_chunk_tokens, count = min(kla_chunk_tokens, T - t0);
-    stage_chunk<In>(p, stage, b, t0, count, m_first, channels_here, channels_per_block);
-    stage_cotangents(problem.dy, problem.dy_var, stage, b, T, M, t0, count, m_first, channels_here, channels_per_block);
+    stage_chunk<In>(p, into, b, t0, count, m_first, channels_here, channels_per_block);
+    stage_cotangents(problem.dy, problem.dy_var, into, b, T, M, t0, count, m_first, channels_here, channels_per_block);
+  };
+  // Checkpoints: given by the forward (problem.checkpoint_*), or pass 1's.
+  const float* checkpoint_lambda = problem.checkpoint_lambda ? problem.checkpoint_lambda : scratch.checkpoint_lambda;
+  const float* checkpoint_eta = problem.checkpoint_eta ? problem.checkpoint_eta : scratch.checkpoint_eta;
+  if (chunks > 0) stage_tokens(stage_0, chunks - 1);
+  stage_commit();
+  for (int chunk = chunks - 1, buffer = 0; chunk >= 0; --chunk, buffer ^= 1) {
+    const int t0 = chunk * kla_chunk_tokens, count = min(kla_chunk_tokens, T - t0);
+    if (chunk > 0) stage_tokens(buffer ? stage_0 : stage_1, chunk - 1);
     stage_commit();
-    stage_wait<0>();
+    stage_wait<1>();  // this chunk's copies are done (the previous chunk's may still be in flight)
     __syncthreads();
+    const kla_stage stage = buffer ? stage_1 : stage_0;
 
     // The chunk's states, recomputed from its checkpoint: states[c] before token t0 + c.
     kla_element_state states[kla_chunk_tokens + 1];
     float a_of[kla_chunk_tokens], p_of[kla_chunk_tokens];
     if (active) {
       const long long at = ((b * chunks + chunk) * M + m) * S + s;
-      states[0] = {scratch.checkpoint_lambda[at], scratch.checkpoint_eta[at]};
+      states[0] = {checkpoint_lambda[at], checkpoint_eta[at]};
 #pragma unroll
       for (int c = 0; c < kla_chunk_tokens; ++c)
         if (c < count) {
@@ -222,6 +238,7 @@ __global__ void __launch_bounds__(kla_backward_threads)
       __syncthreads();
     }
   }
+  stage_wait<0>();
   if (active) {
     const long long at = (b * M + m) * S + s;
     problem.dlambda_0[at] = adjoint.lambda;
@@ -267,7 +284,7 @@ std::size_t checkpoint_shared_bytes(int S, int per_block) {
 
 std::size_t reverse_shared_bytes(int S, int per_block) {
   const std::size_t chunk = kla_chunk_tokens, part = kla_reverse_part, s = S, c = per_block;
-  return sizeof(float) * (2 * chunk * s + 4 * chunk * c + 2 * part * c * (s + 1) + 2 * part * s * (c + 1));
+  return sizeof(float) * (2 * (2 * chunk * s + 4 * chunk * c) + 2 * part * c * (s + 1) + 2 * part * s * (c + 1));
 }
 
 template <class In, bool TokenDecay>
@@ -276,7 +293,7 @@ void launch(const kla_backward_problem& problem, const kla_backward_scratch& scr
   const int per_block = kla_channels_per_block(p.state, p.channels);
   const dim3 grid((p.channels + per_block - 1) / per_block, p.batch);
   const int threads = per_block * p.state;
-  if (p.tokens > 0) {
+  if (p.tokens > 0 && problem.checkpoint_lambda == nullptr) {  // no checkpoints from the forward
     auto* checkpoint = &kla_checkpoint_kernel<In, TokenDecay>;
     const std::size_t shared_1 = checkpoint_shared_bytes(p.state, per_block);
     check_cuda(
@@ -344,6 +361,8 @@ void kla_backward_host(const kla_backward_problem& host) {
   device.dy_var = arena.upload(host.dy_var, B * T * M);
   device.dfinal_lambda = arena.upload(host.dfinal_lambda, B * M * S);
   device.dfinal_eta = arena.upload(host.dfinal_eta, B * M * S);
+  device.checkpoint_lambda = arena.upload(host.checkpoint_lambda, kla_checkpoint_count(hp));
+  device.checkpoint_eta = arena.upload(host.checkpoint_eta, kla_checkpoint_count(hp));
   const std::tuple<float*, float**, long long> gradients[] = {{host.dq, &device.dq, B * T * S},
                                                               {host.dk, &device.dk, B * T * S},
                                                               {host.dv, &device.dv, B * T * M},

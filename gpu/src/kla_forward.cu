@@ -92,6 +92,12 @@ __global__ void __launch_bounds__(kla_threads_per_block)
     stage_wait<1>();  // this chunk's copies are done (the next chunk's may still be in flight)
     __syncthreads();
     const kla_stage in = buffer ? stage_1 : stage_0;
+    if (active && p.checkpoint_lambda != nullptr) {
+      const long long at =
+          ((b * ((T + kla_chunk_tokens - 1) / kla_chunk_tokens) + t0 / kla_chunk_tokens) * M + m) * S + s;
+      p.checkpoint_lambda[at] = x.lambda;
+      p.checkpoint_eta[at] = x.eta;
+    }
     if (active) {
       for (int c = 0; c < count; ++c) {
         if (TokenDecay) {
@@ -169,12 +175,21 @@ void kla_forward_host(const kla_forward_problem& host) {
   device.y_var = arena.poisoned(B * T * M);
   device.final_lambda = arena.poisoned(B * M * S);
   device.final_eta = arena.poisoned(B * M * S);
+  const long long checkpoints = kla_checkpoint_count(host);
+  if (host.checkpoint_lambda != nullptr) {
+    device.checkpoint_lambda = arena.poisoned(checkpoints);
+    device.checkpoint_eta = arena.poisoned(checkpoints);
+  }
   kla_forward_device(device);
   check_cuda(cudaDeviceSynchronize(), "kla_forward_kernel");
   device_arena::download(host.y, device.y, B * T * M);
   device_arena::download(host.y_var, device.y_var, B * T * M);
   device_arena::download(host.final_lambda, device.final_lambda, B * M * S);
   device_arena::download(host.final_eta, device.final_eta, B * M * S);
+  if (host.checkpoint_lambda != nullptr) {
+    device_arena::download(host.checkpoint_lambda, device.checkpoint_lambda, checkpoints);
+    device_arena::download(host.checkpoint_eta, device.checkpoint_eta, checkpoints);
+  }
 }
 
 }  // namespace kalman_oracle::gpu

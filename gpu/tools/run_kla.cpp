@@ -38,6 +38,15 @@ safetensors::file run_kla(const safetensors::file& f, const std::string& source,
   p.y_var = y_var.data();
   p.final_lambda = final_lambda.data();
   p.final_eta = final_eta.data();
+  // Where the fixture has cotangents the forward runs in training mode: its checkpoints go to the
+  // backward, as they would in a training step.
+  const bool training = f.find("dy") != nullptr;
+  std::vector<float> checkpoint_lambda(training ? kla_checkpoint_count(p) : 0),
+      checkpoint_eta(checkpoint_lambda.size());
+  if (training) {
+    p.checkpoint_lambda = checkpoint_lambda.data();
+    p.checkpoint_eta = checkpoint_eta.data();
+  }
   if (on == executor::twin) {
     kla_forward_twin(p);
   } else {
@@ -54,7 +63,7 @@ safetensors::file run_kla(const safetensors::file& f, const std::string& source,
   out.tensors.push_back(safetensors::make_f32("y_var", {u(B), u(T), u(M)}, y_var));
   out.tensors.push_back(safetensors::make_f32("final_lambda", {u(B), u(M), u(S)}, final_lambda));
   out.tensors.push_back(safetensors::make_f32("final_eta", {u(B), u(M), u(S)}, final_eta));
-  if (f.find("dy") == nullptr) return out;  // a forward-only fixture
+  if (!training) return out;  // a forward-only fixture
 
   // The gradients, for the fixture's cotangents (binary32 in a fixture; absent ones are zero).
   const auto cotangent = [&](const char* name, std::vector<float>& to) -> const float* {
@@ -66,6 +75,9 @@ safetensors::file run_kla(const safetensors::file& f, const std::string& source,
   std::vector<float> dy, dy_var, dfinal_lambda, dfinal_eta;
   kla_backward_problem g;
   g.forward = p;
+  g.forward.checkpoint_lambda = g.forward.checkpoint_eta = nullptr;
+  g.checkpoint_lambda = checkpoint_lambda.data();
+  g.checkpoint_eta = checkpoint_eta.data();
   g.dy = cotangent("dy", dy);
   g.dy_var = cotangent("dy_var", dy_var);
   g.dfinal_lambda = cotangent("dfinal_lambda", dfinal_lambda);

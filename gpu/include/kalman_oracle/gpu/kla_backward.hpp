@@ -27,6 +27,9 @@ namespace kalman_oracle::gpu {
 struct kla_backward_problem {
   kla_forward_problem forward;
   const float *dy = nullptr, *dy_var = nullptr, *dfinal_lambda = nullptr, *dfinal_eta = nullptr;
+  /// The checkpoints a forward run on the same inputs wrote (kla_forward_problem::checkpoint_*):
+  /// given, the backward does not run the forward again. Both or neither.
+  const float *checkpoint_lambda = nullptr, *checkpoint_eta = nullptr;
   float *dq = nullptr, *dk = nullptr, *dv = nullptr, *dLambda = nullptr, *da_bar = nullptr, *dp_bar = nullptr,
         *dlambda_0 = nullptr, *deta_0 = nullptr;
 };
@@ -63,6 +66,8 @@ inline void kla_backward_check(const kla_backward_problem& problem) {
   for (const auto* x : {&p.lambda_0, &p.eta_0})
     if (x->data != nullptr && !laid_out(*x, {{B, M * S}, {M, S}, {S, 1}}))
       fail(std::string(x == &p.lambda_0 ? "lambda_0" : "eta_0") + " must be [B, M, S] or absent");
+  if ((problem.checkpoint_lambda == nullptr) != (problem.checkpoint_eta == nullptr))
+    fail("checkpoint_lambda and checkpoint_eta: give both or neither");
   // With T = 0 the per-token gradients have no elements (and may be null).
   const bool tokens = T > 0;
   const std::tuple<const char*, const void*, bool> outputs[] = {{"dq", problem.dq, tokens},

@@ -21,7 +21,15 @@ struct kla_forward_problem {
   input_dtype dtype = input_dtype::f32;
   strided_input q, k, v, Lambda, a_bar, p_bar, lambda_0, eta_0;
   float *y = nullptr, *y_var = nullptr, *final_lambda = nullptr, *final_eta = nullptr;
+  /// Optional (training): (λ, η) before every chunk of kla_chunk_tokens tokens, [B, ⌈T/16⌉, M, S]
+  /// each, for the backward (kla_backward_problem::checkpoint_*). Null: not written.
+  float *checkpoint_lambda = nullptr, *checkpoint_eta = nullptr;
 };
+
+/// Elements of each checkpoint tensor: B · ⌈T/16⌉ · M · S.
+inline long long kla_checkpoint_count(const kla_forward_problem& p) {
+  return static_cast<long long>(p.batch) * ((p.tokens + 15) / 16) * p.channels * p.state;
+}
 
 /// The largest state size S the kernel takes (one block holds every s of a channel).
 inline constexpr int kla_forward_max_state = 256;
@@ -66,6 +74,8 @@ inline void kla_forward_check(const kla_forward_problem& p) {
                                                                  {"y_var", p.y_var, per_token},
                                                                  {"final_lambda", p.final_lambda, true},
                                                                  {"final_eta", p.final_eta, true}};
+  if ((p.checkpoint_lambda == nullptr) != (p.checkpoint_eta == nullptr))
+    fail("checkpoint_lambda and checkpoint_eta: give both or neither");
   for (const auto& [name, data, needed] : required)
     if (needed && data == nullptr) fail(std::string(name) + " is missing (a null pointer)");
 }

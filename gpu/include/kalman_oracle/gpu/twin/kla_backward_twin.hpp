@@ -8,6 +8,8 @@
 //   - dā, dp̄ static: per element, the terms from the last token to the first, from +0; then the
 //     batch rows in order from +0. Per token: the term itself.
 //   - dλ₀, dη₀: the adjoints left after token 0.
+// Checkpoints given with the problem are not read: the twin's own trajectory has the same values
+// (the GPU test checks the kernel's checkpoints against the forward twin's).
 #pragma once
 
 #include <vector>

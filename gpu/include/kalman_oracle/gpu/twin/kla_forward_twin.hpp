@@ -23,7 +23,13 @@ void kla_forward_twin_typed(const kla_forward_problem& p) {
       for (long long s = 0; s < S; ++s)
         state[m * S + s] = {p.lambda_0.data ? load_widened<In>(p.lambda_0, offset_of(p.lambda_0, b, m, s)) : 1.0f,
                             p.eta_0.data ? load_widened<In>(p.eta_0, offset_of(p.eta_0, b, m, s)) : 0.0f};
-    for (long long t = 0; t < T; ++t)
+    const long long chunks = (T + kla_chunk_tokens - 1) / kla_chunk_tokens;
+    for (long long t = 0; t < T; ++t) {
+      if (p.checkpoint_lambda != nullptr && t % kla_chunk_tokens == 0)
+        for (long long i = 0; i < M * S; ++i) {
+          p.checkpoint_lambda[(b * chunks + t / kla_chunk_tokens) * M * S + i] = state[i].lambda;
+          p.checkpoint_eta[(b * chunks + t / kla_chunk_tokens) * M * S + i] = state[i].eta;
+        }
       for (long long m = 0; m < M; ++m) {
         const float precision = load_widened<In>(p.Lambda, offset_of(p.Lambda, b, t, m));
         const float value = load_widened<In>(p.v, offset_of(p.v, b, t, m));
@@ -40,6 +46,7 @@ void kla_forward_twin_typed(const kla_forward_problem& p) {
         p.y[(b * T + t) * M + m] = y;
         p.y_var[(b * T + t) * M + m] = y_var;
       }
+    }
     for (long long i = 0; i < M * S; ++i) {
       p.final_lambda[b * M * S + i] = state[i].lambda;
       p.final_eta[b * M * S + i] = state[i].eta;
