@@ -117,20 +117,11 @@ __global__ void __launch_bounds__(kla_backward_threads)
   // is computed), then the terms of half a chunk: dv and dΛ as rows of S + 1 per (token, channel);
   // dq and dk as rows of channels + 1 per (token, s) (distinct banks for the writers and the summing
   // threads alike).
-  const auto staging = [&](float* base) {
-    kla_stage st{};
-    st.q = base;
-    st.k = st.q + kla_chunk_tokens * S;
-    st.v = st.k + kla_chunk_tokens * S;
-    st.Lambda = st.v + kla_chunk_tokens * channels_per_block;
-    st.dy = st.Lambda + kla_chunk_tokens * channels_per_block;
-    st.dy_var = st.dy + kla_chunk_tokens * channels_per_block;
-    return st;
-  };
-  const kla_stage stage_0 = staging(shared);
-  const kla_stage stage_1 = staging(stage_0.dy_var + kla_chunk_tokens * channels_per_block);
+  const int stage_floats = kla_stage_floats(S, channels_per_block, true);
+  const kla_stage stage_0 = kla_stage_at(shared, S, channels_per_block, true);
+  const kla_stage stage_1 = kla_stage_at(shared + stage_floats, S, channels_per_block, true);
   const int s_row = S + 1, m_row = channels_per_block + 1;
-  float* v_terms = stage_1.dy_var + kla_chunk_tokens * channels_per_block;
+  float* v_terms = shared + 2 * stage_floats;
   float* Lambda_terms = v_terms + kla_reverse_part * channels_per_block * s_row;
   float* q_terms = Lambda_terms + kla_reverse_part * channels_per_block * s_row;
   float* k_terms = q_terms + kla_reverse_part * S * m_row;

@@ -38,6 +38,26 @@ struct kla_stage {
   float *q, *k, *v, *Lambda, *dy, *dy_var;
 };
 
+/// Floats of one staging buffer: q, k [chunk][S], v, Λ [chunk][channels], and with `cotangents`
+/// dy, dy_var [chunk][channels].
+__host__ __device__ __forceinline__ int kla_stage_floats(int S, int channels_per_block, bool cotangents) {
+  return kla_chunk_tokens * (2 * S + (cotangents ? 4 : 2) * channels_per_block);
+}
+
+/// A staging buffer laid out from `base` (kla_stage_floats of them).
+__device__ __forceinline__ kla_stage kla_stage_at(float* base, int S, int channels_per_block, bool cotangents) {
+  kla_stage st{};
+  st.q = base;
+  st.k = st.q + kla_chunk_tokens * S;
+  st.v = st.k + kla_chunk_tokens * S;
+  st.Lambda = st.v + kla_chunk_tokens * channels_per_block;
+  if (cotangents) {
+    st.dy = st.Lambda + kla_chunk_tokens * channels_per_block;
+    st.dy_var = st.dy + kla_chunk_tokens * channels_per_block;
+  }
+  return st;
+}
+
 /// Issues the copies of tokens [t0, t0 + count) into `stage`, coalesced (consecutive threads take
 /// consecutive s, or consecutive channels).
 template <class In>

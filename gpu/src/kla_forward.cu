@@ -50,16 +50,10 @@ __global__ void __launch_bounds__(kla_threads_per_block)
   float* variance_terms = mean_terms + kla_chunk_tokens * channels_per_block * row;
   // Two staging buffers: chunk i + 1 is copied while chunk i is computed. (Chosen by a select, not
   // an array index, which would put them in local memory.)
-  const auto staging = [&](float* base) {
-    kla_stage st{};
-    st.q = base;
-    st.k = st.q + kla_chunk_tokens * S;
-    st.v = st.k + kla_chunk_tokens * S;
-    st.Lambda = st.v + kla_chunk_tokens * channels_per_block;
-    return st;
-  };
-  const kla_stage stage_0 = staging(variance_terms + kla_chunk_tokens * channels_per_block * row);
-  const kla_stage stage_1 = staging(stage_0.Lambda + kla_chunk_tokens * channels_per_block);
+  float* const staging = variance_terms + kla_chunk_tokens * channels_per_block * row;
+  const kla_stage stage_0 = kla_stage_at(staging, S, channels_per_block, false);
+  const kla_stage stage_1 =
+      kla_stage_at(staging + kla_stage_floats(S, channels_per_block, false), S, channels_per_block, false);
 
   const kla_block_place place = kla_place(S, M, channels_per_block);
   const long long b = place.b;
