@@ -8,7 +8,7 @@
 # --self-test (corrupted copies of the inspect JSON must be reported). Exits non-zero on any mismatch.
 #
 # When pip cannot reach the index this fails, unless KALMAN_ORACLE_ALLOW_OFFLINE=1, where it prints
-# "SKIP: cannot install numpy/safetensors from PyPI" and exits 0.
+# "SKIP: cannot install numpy safetensors from PyPI" and exits 0 (tests/interop/python_env.sh).
 # The tool is BUILD_DIR/fixtures/kalman-oracle unless KALMAN_ORACLE_TOOL names another one.
 set -euo pipefail
 
@@ -31,37 +31,9 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/kalman-oracle-interop.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 # --- numpy and safetensors ---------------------------------------------------------------------
-venv=$build_dir/interop-venv
-pip_user=()
-if [ -x "$venv/bin/python" ] && "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
-  py=$venv/bin/python
-elif rm -rf "$venv" && "$python" -m venv "$venv" >"$work/venv.log" 2>&1 && "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
-  py=$venv/bin/python
-else
-  # Debian without python3-venv: ensurepip is missing and venv leaves a half-made directory.
-  echo "run_interop: '$python -m venv' is unavailable (apt-get install python3-venv); using pip install --user" >&2
-  sed 's/^/  venv: /' "$work/venv.log" >&2 || true
-  rm -rf "$venv"
-  py=$(command -v "$python")
-  pip_user=(--user)
-fi
-
-echo "== pip install numpy safetensors ($py${pip_user[*]:+ ${pip_user[*]}})"
-if ! "$py" -m pip install --quiet --disable-pip-version-check --retries 2 --timeout 30 "${pip_user[@]}" \
-     numpy safetensors >"$work/pip.log" 2>&1; then
-  cat "$work/pip.log" >&2
-  # Only an unreachable index may be skipped; any other pip failure is a failure.
-  if grep -Eqi 'NewConnectionError|Max retries exceeded|Temporary failure in name resolution|Name or service not known|Network is unreachable|Connection refused|ConnectTimeout|ReadTimeout|timed out|No matching distribution found|Could not find a version that satisfies|ProxyError|SSLError' "$work/pip.log"; then
-    if [ "${KALMAN_ORACLE_ALLOW_OFFLINE:-0}" = 1 ]; then
-      echo "SKIP: cannot install numpy/safetensors from PyPI"
-      exit 0
-    fi
-    echo "run_interop: cannot install numpy/safetensors from PyPI (set KALMAN_ORACLE_ALLOW_OFFLINE=1 to skip)" >&2
-  else
-    echo "run_interop: pip install numpy safetensors failed" >&2
-  fi
-  exit 1
-fi
+# shellcheck source=tests/interop/python_env.sh
+source "$source_dir/tests/interop/python_env.sh"
+python_env_setup "$build_dir/interop-venv" "$work" numpy safetensors
 "$py" -c 'import numpy, safetensors; print("numpy", numpy.__version__, "safetensors", safetensors.__version__)'
 
 # --- every golden fixture ----------------------------------------------------------------------
