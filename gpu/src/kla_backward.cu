@@ -284,31 +284,32 @@ void launch(const kla_backward_problem& problem, const kla_backward_scratch& scr
   const int per_block = kla_channels_per_block(p.state, p.channels);
   const dim3 grid((p.channels + per_block - 1) / per_block, p.batch);
   const int threads = per_block * p.state;
+  const auto stream = static_cast<cudaStream_t>(p.stream);
   if (p.tokens > 0 && problem.checkpoint_lambda == nullptr) {  // no checkpoints from the forward
     auto* checkpoint = &kla_checkpoint_kernel<In, TokenDecay>;
     const std::size_t shared_1 = checkpoint_shared_bytes(p.state, per_block);
     check_cuda(
         cudaFuncSetAttribute(checkpoint, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_1)),
         "cudaFuncSetAttribute(kla_checkpoint_kernel)");
-    checkpoint<<<grid, threads, shared_1>>>(p, per_block, scratch.checkpoint_lambda, scratch.checkpoint_eta);
+    checkpoint<<<grid, threads, shared_1, stream>>>(p, per_block, scratch.checkpoint_lambda, scratch.checkpoint_eta);
     check_cuda(cudaGetLastError(), "kla_checkpoint_kernel");
   }
   auto* reverse = &kla_reverse_kernel<In, TokenDecay>;
   const std::size_t shared_2 = reverse_shared_bytes(p.state, per_block);
   check_cuda(cudaFuncSetAttribute(reverse, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_2)),
              "cudaFuncSetAttribute(kla_reverse_kernel)");
-  reverse<<<grid, threads, shared_2>>>(problem, per_block, scratch);
+  reverse<<<grid, threads, shared_2, stream>>>(problem, per_block, scratch);
   check_cuda(cudaGetLastError(), "kla_reverse_kernel");
   const long long rows = static_cast<long long>(p.batch) * p.tokens;
   if (rows > 0) {
     const long long outputs = rows * p.state;
-    kla_reduce_blocks_kernel<<<static_cast<unsigned>((outputs + 255) / 256), 256>>>(
+    kla_reduce_blocks_kernel<<<static_cast<unsigned>((outputs + 255) / 256), 256, 0, stream>>>(
         scratch.q_partial, scratch.k_partial, problem.dq, problem.dk, rows, static_cast<int>(grid.x), p.state);
     check_cuda(cudaGetLastError(), "kla_reduce_blocks_kernel");
   }
   if (!TokenDecay) {
     const long long elements = static_cast<long long>(p.channels) * p.state;
-    kla_reduce_rows_kernel<<<static_cast<unsigned>((elements + 255) / 256), 256>>>(
+    kla_reduce_rows_kernel<<<static_cast<unsigned>((elements + 255) / 256), 256, 0, stream>>>(
         scratch.a_rows, scratch.p_rows, problem.da_bar, problem.dp_bar, p.batch, elements);
     check_cuda(cudaGetLastError(), "kla_reduce_rows_kernel");
   }

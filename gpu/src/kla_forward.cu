@@ -139,7 +139,7 @@ void launch(const kla_forward_problem& p) {
   check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
              "cudaFuncSetAttribute(kla_forward_kernel)");
   const dim3 grid((p.channels + per_block - 1) / per_block, p.batch);
-  kernel<<<grid, per_block * p.state, shared>>>(p, per_block);
+  kernel<<<grid, per_block * p.state, shared, static_cast<cudaStream_t>(p.stream)>>>(p, per_block);
   check_cuda(cudaGetLastError(), "kla_forward_kernel");
 }
 

@@ -34,10 +34,10 @@ struct kla_backward_problem {
         *dlambda_0 = nullptr, *deta_0 = nullptr;
 };
 
-/// True when ā is not static [M, S] (a stride along B or T is not 0): then ā and p̄ must both be
-/// [B, T, M, S] and so are their gradients.
+/// True when ā is not static [M, S] (a stride along B or T is not 0, on an axis of extent > 1): then
+/// ā and p̄ must both be [B, T, M, S] and so are their gradients.
 inline bool kla_backward_decay_per_token(const kla_forward_problem& p) {
-  return p.a_bar.stride[0] != 0 || p.a_bar.stride[1] != 0;
+  return (p.batch > 1 && p.a_bar.stride[0] != 0) || (p.tokens > 1 && p.a_bar.stride[1] != 0);
 }
 
 /// std::invalid_argument naming the rule for sizes or layouts the kernels do not take.
@@ -112,7 +112,7 @@ struct kla_gradient_buffers {
 /// over m of dq and dk [B, T, blocks, S] × 2 and the per-row partials of dā, dp̄ [B, M, S] × 2.
 std::size_t kla_backward_scratch_bytes(const kla_backward_problem& problem);
 
-/// Device pointers (asynchronous on the default stream); `scratch` holds kla_backward_scratch_bytes.
+/// Device pointers (asynchronous on problem.forward.stream); `scratch` holds kla_backward_scratch_bytes.
 void kla_backward_device(const kla_backward_problem& problem, void* scratch);
 
 /// Host pointers: copies in, poisons the gradients with NaN, runs, copies the gradients back.

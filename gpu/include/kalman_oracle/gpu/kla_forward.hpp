@@ -24,6 +24,8 @@ struct kla_forward_problem {
   /// Optional (training): (λ, η) before every chunk of kla_chunk_tokens tokens, [B, ⌈T/16⌉, M, S]
   /// each, for the backward (kla_backward_problem::checkpoint_*). Null: not written.
   float *checkpoint_lambda = nullptr, *checkpoint_eta = nullptr;
+  /// The CUDA stream (a cudaStream_t) the device launchers use; null: the default stream.
+  void* stream = nullptr;
 };
 
 /// Elements of each checkpoint tensor: B · ⌈T/16⌉ · M · S.
@@ -80,8 +82,8 @@ inline void kla_forward_check(const kla_forward_problem& p) {
     if (needed && data == nullptr) fail(std::string(name) + " is missing (a null pointer)");
 }
 
-/// Runs the kernel on device pointers (asynchronous on the default stream); std::runtime_error for
-/// a CUDA error.
+/// Runs the kernel on device pointers (asynchronous on problem.stream); std::runtime_error for a
+/// CUDA error.
 void kla_forward_device(const kla_forward_problem& problem);
 
 /// The same problem with host pointers, for tests and the runner: copies every input to the device
