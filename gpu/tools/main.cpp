@@ -13,16 +13,22 @@
 // without a kernel, unreadable file, bad arguments), 1 a CUDA error.
 //
 //   kalman-oracle-gpu device        the CUDA device's name, or why there is none (exit 3)
+//   kalman-oracle-gpu validate --model kla [--shape B,T,M,S ...] [--sample-channels N] [--json]
+//                                   a kernel at production shapes against the binary64 reference
+//                                   run on the spot (validate_kla.hpp; exit 1 on a failure)
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "fixture_inputs.hpp"
 #include "kalman_oracle/gpu/device.hpp"
+#include "kalman_oracle/gpu/kla_forward.hpp"
 #include "kalman_oracle/io/safetensors.hpp"
 #include "run_kla.hpp"
+#include "validate_kla.hpp"
 
 using namespace kalman_oracle;
 using namespace kalman_oracle::gpu::tools;
@@ -44,6 +50,40 @@ int print_device() {
   return 3;
 }
 
+/// `validate`: the shapes given (B,T,M,S each), or the production shape and T at chunk edges ± 1.
+int run_validate(const std::vector<std::string>& shape_texts, kla_validate_options options) {
+  for (const std::string& text : shape_texts) {
+    kla_validate_shape n{};
+    char tail = 0;
+    if (std::sscanf(text.c_str(), "%d,%d,%d,%d%c", &n.B, &n.T, &n.M, &n.S, &tail) != 4 || n.B < 1 || n.T < 0 ||
+        n.M < 1 || n.S < 1 || n.S > gpu::kla_forward_max_state) {
+      std::fprintf(stderr, "kalman-oracle-gpu: --shape %s: want B,T,M,S with B, M >= 1, T >= 0, 1 <= S <= 256\n",
+                   text.c_str());
+      return 2;
+    }
+    options.shapes.push_back(n);
+  }
+  if (options.shapes.empty())
+    options.shapes = {{8, 4096, 2048, 16}, {2, 15, 40, 16},   {2, 16, 40, 16},  {2, 17, 40, 16},
+                      {1, 4095, 64, 16},   {1, 4097, 64, 16}, {2, 300, 33, 64}, {1, 200, 4, 256}};
+#if defined(KALMAN_ORACLE_GPU_HAVE_CUDA)
+  std::string why;
+  if (!options.twin && !gpu::cuda_device_available(why)) {
+    std::fprintf(stderr, "kalman-oracle-gpu: validate needs a CUDA device (or --device twin): %s\n", why.c_str());
+    return 2;
+  }
+#endif
+  try {
+    return validate_kla(options);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "kalman-oracle-gpu: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kalman-oracle-gpu: %s\n", e.what());
+    return 1;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -56,6 +96,22 @@ int main(int argc, char** argv) {
   run->add_option("fixture", fixture, "fixture (.safetensors)")->required();
   run->add_option("output", output, "candidate to write (.safetensors)")->required();
   app.add_subcommand("device", "Print the CUDA device, or why there is none (exit 3)");
+  CLI::App* validate = app.add_subcommand(
+      "validate", "A kernel at production shapes against the binary64 reference run on the spot (needs a GPU)");
+  std::string validate_model;
+  std::vector<std::string> shape_texts;
+  kla_validate_options validate_options;
+  validate->add_option("--model", validate_model, "the model (kla)")->required()->check(CLI::IsMember({"kla"}));
+  validate->add_option("--shape", shape_texts, "B,T,M,S (repeatable; default: the production shape and chunk edges)");
+  validate->add_option("--sample-channels", validate_options.sample_channels, "channels compared per shape")
+      ->check(CLI::Range(1, 1 << 20));
+  validate->add_option("--seed", validate_options.seed, "input seed");
+  validate->add_option("--threads", validate_options.threads,
+                       "threads for the binary64 reference and bounds (0: all cores)");
+  validate->add_flag("--json", validate_options.json, "one JSON object per shape and output");
+  std::string validate_device = "cuda";
+  validate->add_option("--device", validate_device, "cuda (the kernel) or twin (its CPU twin: small shapes)")
+      ->check(CLI::IsMember({"twin", "cuda"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -64,6 +120,8 @@ int main(int argc, char** argv) {
     return e.get_exit_code() == 0 ? 0 : 2;
   }
   if (app.got_subcommand("device")) return print_device();
+  validate_options.twin = validate_device == "twin";
+  if (app.got_subcommand("validate")) return run_validate(shape_texts, validate_options);
   try {
     const safetensors::file f = safetensors::read(fixture);
     const std::string model = fixture_model(f, fixture);
