@@ -9,11 +9,13 @@ with the marker `@pytest.mark.kalman_oracle(models=[...], dtypes=[...])`. Withou
 --kalman-oracle-suite such tests are skipped with a message saying so.
 """
 import glob
+import json
 import os
 
 import pytest
 
 import kalman_oracle
+from kalman_oracle import safetensors_file
 
 
 def pytest_addoption(parser):
@@ -57,11 +59,14 @@ def pytest_generate_tests(metafunc):
             dtypes = set(marker.kwargs["dtypes"]) & dtypes if dtypes else set(marker.kwargs["dtypes"])
     selected = []
     for path in paths:
+        # Select on the header's metadata; load (every tensor) only the fixtures selected.
+        metadata = json.loads(safetensors_file.read_metadata(path).get(kalman_oracle.METADATA_KEY, "{}"))
+        case = metadata.get("case", {})
+        if models is not None and metadata.get("model") not in models:
+            continue
+        if dtypes is not None and case.get("dtype") not in dtypes:
+            continue
         fixture = kalman_oracle.load(path)
-        if models is not None and fixture.model not in models:
-            continue
-        if dtypes is not None and fixture.dtype not in dtypes:
-            continue
         selected.append(pytest.param(fixture, id=fixture.name))
     if not selected:
         selected = [pytest.param(None, marks=pytest.mark.skip(reason=f"no fixture in {suite} matches"))]

@@ -30,6 +30,19 @@ def bfloat16_to_float32(bits):
     return (np.asarray(bits, dtype=np.uint32) << 16).view(np.float32)
 
 
+def read_metadata(path):
+    """The "__metadata__" object alone (reads only the header, not the tensors)."""
+    with open(path, "rb") as f:
+        size = f.read(8)
+        if len(size) < 8:
+            raise ValueError(f"{path}: shorter than the 8-byte header size")
+        (n,) = struct.unpack("<Q", size)
+        header = f.read(n)
+    if len(header) < n:
+        raise ValueError(f"{path}: the header size {n} runs past the end of the file")
+    return json.loads(header.decode("utf-8")).get("__metadata__", {}) or {}
+
+
 def read(path):
     """(tensors, metadata): tensors maps each name to (dtype name, shape tuple, numpy array of the
     stored elements); metadata is the "__metadata__" object (strings) or {}."""
