@@ -15,12 +15,10 @@
 // (twin/kla_backward_twin.hpp).
 #include <cuda_runtime.h>
 
-#include <algorithm>
+#include <cstddef>
 #include <initializer_list>
-#include <stdexcept>
-#include <string>
 #include <tuple>
-#include <vector>
+#include <utility>
 
 #include "device_arena.hpp"
 #include "kalman_oracle/gpu/kla_backward.hpp"
@@ -42,16 +40,26 @@ struct kla_backward_scratch {
 
 int chunks_of(int T) { return (T + kla_chunk_tokens - 1) / kla_chunk_tokens; }
 
-kla_backward_scratch carve(const kla_backward_problem& problem, void* scratch) {
-  const kla_forward_problem& p = problem.forward;
+/// Floats of each scratch part: checkpoints [B, chunks, M, S], block partials [B, T, blocks, S],
+/// per-row partials [B, M, S] (two of each).
+struct kla_scratch_counts {
+  std::size_t checkpoints, partials, rows;
+};
+
+kla_scratch_counts scratch_counts(const kla_forward_problem& p) {
   const std::size_t B = p.batch, T = p.tokens, M = p.channels, S = p.state;
   const std::size_t per_block = kla_channels_per_block(p.state, p.channels), blocks = (M + per_block - 1) / per_block;
-  const std::size_t checkpoints = B * chunks_of(p.tokens) * M * S, partials = B * T * blocks * S, rows = B * M * S;
+  return {B * chunks_of(p.tokens) * M * S, B * T * blocks * S, B * M * S};
+}
+
+kla_backward_scratch carve(const kla_backward_problem& problem, void* scratch) {
+  const kla_scratch_counts n = scratch_counts(problem.forward);
   float* next = static_cast<float*>(scratch);
   kla_backward_scratch out{};
-  for (auto [to, count] : {std::pair{&out.checkpoint_lambda, checkpoints}, std::pair{&out.checkpoint_eta, checkpoints},
-                           std::pair{&out.q_partial, partials}, std::pair{&out.k_partial, partials},
-                           std::pair{&out.a_rows, rows}, std::pair{&out.p_rows, rows}}) {
+  for (auto [to, count] :
+       {std::pair{&out.checkpoint_lambda, n.checkpoints}, std::pair{&out.checkpoint_eta, n.checkpoints},
+        std::pair{&out.q_partial, n.partials}, std::pair{&out.k_partial, n.partials}, std::pair{&out.a_rows, n.rows},
+        std::pair{&out.p_rows, n.rows}}) {
     *to = next;
     next += count;
   }
@@ -325,10 +333,8 @@ void launch_typed(const kla_backward_problem& problem, const kla_backward_scratc
 
 std::size_t kla_backward_scratch_bytes(const kla_backward_problem& problem) {
   kla_backward_check(problem);
-  const kla_forward_problem& p = problem.forward;
-  const std::size_t B = p.batch, T = p.tokens, M = p.channels, S = p.state;
-  const std::size_t per_block = kla_channels_per_block(p.state, p.channels), blocks = (M + per_block - 1) / per_block;
-  return sizeof(float) * (2 * B * chunks_of(p.tokens) * M * S + 2 * B * T * blocks * S + 2 * B * M * S);
+  const kla_scratch_counts n = scratch_counts(problem.forward);
+  return sizeof(float) * 2 * (n.checkpoints + n.partials + n.rows);
 }
 
 void kla_backward_device(const kla_backward_problem& problem, void* scratch) {

@@ -15,11 +15,7 @@
 // threads (stride S + 1) and the writing threads (stride 1) both hit distinct banks.
 #include <cuda_runtime.h>
 
-#include <algorithm>
-#include <initializer_list>
-#include <stdexcept>
-#include <string>
-#include <vector>
+#include <cstddef>
 
 #include "device_arena.hpp"
 #include "kalman_oracle/gpu/kla_forward.hpp"
