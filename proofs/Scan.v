@@ -9,9 +9,14 @@
     Models, and how each follows the C++:
     - [seq_inclusive]: the fold of sequential.hpp (out[0] = x₀, out[t] = x_t ∘ out[t−1]).
     - [hillis_steele]: index-level, level by level (d = 1, 2, 4, … < n), each level a pure
-      function of the previous one (the double buffer): i ≥ d gets a[i] ∘ a[i−d].
+      function of the previous one at every index: i ≥ d gets a[i] ∘ a[i−d], the rest is
+      unchanged.  The C++ has no such function: it keeps two buffers, writes [d, n), copies only
+      [d/2, d) and leaves [0, d/2) two levels old (equal there, since those positions stopped
+      changing), then swaps them.
     - [sklansky]: index-level, level by level (s = 1, 2, 4, … < n): i < n with bit s set
-      (⌊i/s⌋ odd) gets a[i] ∘ a[⌊i/2s⌋·2s + s − 1] (the C++ writes ⌊i/2s⌋·2s as i & ~(2s−1)).
+      (⌊i/s⌋ odd) gets a[i] ∘ a[⌊i/2s⌋·2s + s − 1], reading the previous level only.  The C++
+      updates one array in place, block by block (the source (i & ~(2s−1)) + s − 1 has bit s
+      clear, so no level reads a position it has already written).
     - [brent_kung]: the recursive odd/even form of the level-by-level schedule.  Up-sweep level
       s = 1 pairs positions (2j, 2j+1) into a[2j+1] = x_{2j+1} ∘ x_{2j}; every later up-sweep
       and down-sweep level s ≥ 2 touches only odd positions and is level s/2 of the same
@@ -28,14 +33,17 @@
       total last.
     - [chunked]: map (a sequential scan inside each chunk of c, its total the last local
       prefix), carry (the sequential exclusive scan of the totals), emit (local ∘ carry[k] in
-      chunks k ≥ 1; chunk 0 untouched), as chunked.hpp.
+      chunks k ≥ 1; chunk 0 untouched), as chunked.hpp, but on a list of chunks where the
+      C++ updates one vector in place.
     - [exclusive_from_inclusive]: derive.hpp (identity, then the inclusive scan of the first
       n − 1 inputs).
 
-    The correspondence is also checked mechanically by the CTest test proof.scan_fidelity
-    (coq_check.py fidelity): Coq evaluates every model here on expression trees and the result
-    must equal, compose for compose and operand for operand, a loop-for-loop transcription of
-    the C++ schedules (n = 0 … 17, 31, 32, 33; chunk sizes 1, 2, 3, 5, 8). *)
+    None of these correspondences is a theorem.  They are checked mechanically by the CTest
+    test proof.scan_fidelity (coq_check.py fidelity): the models here, extracted to OCaml
+    (fidelity/ScanExtraction.v), and the compiled C++ headers (fidelity/scan_trees.cpp) run on
+    expression trees, and every output tree must be the same, compose for compose and operand for
+    operand (n = 0 … 64 and 2^k − 1, 2^k, 2^k + 1 for k = 7 … 10; chunk sizes 1, 2, 3, 5, 8, 16,
+    64; docs/proofs.md, "How the models follow the C++"). *)
 
 From Coq Require Import List Arith Lia Bool.
 Import ListNotations.
