@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the seed corpus of the safetensors fuzzer into fuzz/corpus/safetensors/.
+"""Writes the seed corpora of the fuzzers: fuzz/corpus/safetensors/ and fuzz/corpus/suite/.
 
 Deterministic (same bytes on every run) and standard library only, so the seeds can be rebuilt
 and reviewed anywhere. Each seed is one idea, named after it: valid files of every dtype the
@@ -15,7 +15,9 @@ import math
 import os
 import struct
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "safetensors")
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "corpus", "safetensors")
+SUITE_OUT = os.path.join(HERE, "corpus", "suite")
 
 SIZES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I8": 1, "U8": 1}
 
@@ -109,13 +111,57 @@ def seeds():
     return s
 
 
-def main():
-    os.makedirs(OUT, exist_ok=True)
-    all_seeds = seeds()
-    for name, data in sorted(all_seeds.items()):
-        with open(os.path.join(OUT, name + ".safetensors"), "wb") as f:
+def suite_seeds():
+    """Suite files (docs/fixture-format.md, "Suite files"): the shipped suites, one small valid case
+    per model and feature, and invalid cases that each break one rule of the parser."""
+    shipped = os.path.join(HERE, "..", "fixtures", "suite")
+    s = {}
+    for name in ("golden", "default"):
+        with open(os.path.join(shipped, name + ".json"), "rb") as f:
+            s["shipped_" + name] = f.read()
+
+    def one(case, name="seed"):
+        return json.dumps({"suite": name, "cases": [case]}, sort_keys=True).encode()
+
+    small = {"name": "c", "T": 3, "K": 2, "V": 2}
+    for model in ("gla", "delta_net", "gated_delta_net", "kda", "kdn_diagonal", "kdn_isotropic", "kla", "dense",
+                  "information"):
+        s["valid_" + model] = one(dict(small, model=model, initial_state=True))
+    s["valid_varlen"] = one({"name": "v", "model": "gated_delta_net", "cu_seqlens": [0, 0, 1, 5], "K": 2, "V": 2})
+    s["valid_gva"] = one({"name": "g", "model": "kda", "H": 1, "HV": 2, "T": 3, "K": 2, "V": 2})
+    s["valid_ranges_log10"] = one(dict(small, model="kla", ranges={"Lambda": {"log10": [-3, 3]}, "a_bar": [0.9, 1]}))
+    s["valid_bf16_keys"] = one(dict(small, model="delta_net", dtype="BF16", keys="near_zero"))
+    s["invalid_not_json"] = b'{"cases": ['
+    s["invalid_cases_not_array"] = b'{"cases": {}}'
+    s["invalid_suite_name_number"] = b'{"suite": 5, "cases": []}'
+    s["invalid_dtype_number"] = one(dict(small, model="gla", dtype=5))
+    s["invalid_bool_string"] = one(dict(small, model="gla", initial_state="yes"))
+    s["invalid_size_negative"] = one(dict(small, model="gla", T=-1))
+    s["invalid_size_huge"] = one(dict(small, model="gla", T=2 ** 24 + 1))
+    s["invalid_cu_seqlens_huge"] = one({"name": "v", "model": "gla", "cu_seqlens": [0, 2 ** 40], "K": 2, "V": 2})
+    s["invalid_cu_seqlens_decreasing"] = one({"name": "v", "model": "gla", "cu_seqlens": [0, 3, 1]})
+    s["invalid_domain_gate"] = one(dict(small, model="gla", ranges={"g": [0, 1]}))
+    s["invalid_domain_a_bar"] = one(dict(small, model="kla", ranges={"a_bar": [0.5, 1.5]}))
+    s["invalid_range_overflow"] = b'{"cases": [{"name": "c", "model": "gla", "ranges": {"v": [-1e400, 1]}}]}'
+    s["invalid_name_path"] = one(dict(small, model="gla", name="../x"))
+    s["invalid_duplicate_names"] = json.dumps(
+        {"cases": [dict(small, model="gla"), dict(small, model="gla")]}).encode()
+    s["invalid_unknown_field"] = one(dict(small, model="gla", colour="red"))
+    s["invalid_hv_without_gva"] = one(dict(small, model="dense", HV=2))
+    return s
+
+
+def write_seeds(out, seeds_by_name, extension):
+    os.makedirs(out, exist_ok=True)
+    for name, data in sorted(seeds_by_name.items()):
+        with open(os.path.join(out, name + extension), "wb") as f:
             f.write(data)
-    print(f"wrote {len(all_seeds)} seeds to {OUT}")
+    print(f"wrote {len(seeds_by_name)} seeds to {out}")
+
+
+def main():
+    write_seeds(OUT, seeds(), ".safetensors")
+    write_seeds(SUITE_OUT, suite_seeds(), ".json")
 
 
 if __name__ == "__main__":

@@ -84,10 +84,6 @@ def load(path, torch=False):
                 raise ValueError(f"{path}: the metadata lists {group[:-1]} {name} but the file has no such tensor")
             dtype, _, stored = tensors[name]
             arrays[group][name] = _as_array(dtype, stored, torch)
-    # cu_seqlens (varlen cases) is an input the format keeps apart from the metadata's list.
-    if "cu_seqlens" in tensors and "cu_seqlens" not in arrays["inputs"]:
-        dtype, _, stored = tensors["cu_seqlens"]
-        arrays["inputs"]["cu_seqlens"] = _as_array(dtype, stored, torch)
     return Fixture(path, arrays["inputs"], arrays["cotangents"], metadata)
 
 

@@ -14,6 +14,9 @@ library, independent of this project's C++ reader), and checked against what the
   * every tensor's SHA-256 (its numpy array as little-endian bytes, tobytes()) equals inspect's;
   * the first values (up to 8) equal inspect's "first" exactly (bit for bit as binary64; -0.0 is
     not 0.0; a JSON null, which is how the tool writes a NaN or an infinity, must be non-finite);
+  * what the metadata says of the data holds (its inputs are the file's inputs, cu_seqlens
+    included; residual signs stored away from narrow midpoints are described as such; the query
+    scale is stated as the exact 1/sqrt(K));
   * for a GLA fixture, o recomputed in float64 numpy from the inputs (fla conventions: per (b, h),
     S = S_0; S = diag(exp(g_t)) S + k_t v_tᵀ; o_t = Sᵀ (q_t K^-1/2)) is within 1e-12 max|o| of the
     fixture's o (and final_state within 1e-12 max|final_state| of the fixture's).
@@ -178,6 +181,56 @@ def gla_numpy(t, meta):
     return o, S
 
 
+def is_narrow_midpoint(y):
+    """Whether the binary64 number y lies halfway between two neighbours of binary32, bfloat16 or
+    binary16: the bits below the format's last significand bit are exactly 100...0 (normal range)."""
+    if not math.isfinite(y) or y == 0:
+        return False
+    m, e = math.frexp(abs(y))  # y = m 2^e, m in [0.5, 1)
+    for precision, emin in ((24, -126), (8, -126), (11, -14)):
+        p = precision - max(0, emin - (e - 1))  # fewer bits where y is subnormal in the format
+        scaled = math.ldexp(m, p + 1)  # the bit below the last kept one becomes the units bit
+        if p >= 1 and scaled == math.floor(scaled) and int(scaled) % 2 == 1:
+            return True
+    return False
+
+
+def metadata_agrees_with_data(meta, tensors):
+    """What the metadata says about the data holds of the data (issue: documentation that disagreed
+    with the data): the inputs it lists are exactly the file's inputs, cu_seqlens included (as I64);
+    residual signs are recorded wherever decided, not only at narrow-format midpoints, and the
+    metadata says so; the query scale is stated as the exact 1/sqrt(K)."""
+    problems = []
+    inputs = meta.get("inputs", {})
+    outputs = meta.get("outputs", {})
+    derived = set(meta.get("cotangents", {}))
+    for name in outputs:
+        derived |= {name, name + ".scale", name + ".bound", name + ".residual_sign"}
+    unlisted = sorted(set(tensors) - derived - set(inputs))
+    if unlisted:
+        problems.append(f"metadata inputs: the file has inputs the metadata does not list: {unlisted}")
+    for name, info in inputs.items():
+        if name not in tensors:
+            problems.append(f"metadata inputs: lists {name}, which the file lacks")
+        elif tensors[name].dtype != info.get("dtype"):
+            problems.append(f"metadata inputs: {name} listed as {info.get('dtype')}, stored as {tensors[name].dtype}")
+    beyond_midpoints = 0
+    for name, info in outputs.items():
+        signs, values = tensors.get(name + ".residual_sign"), tensors.get(name)
+        if signs is None or values is None:
+            continue
+        for s, y in zip(signs.values.reshape(-1), values.values.reshape(-1)):
+            beyond_midpoints += int(s != 0 and not is_narrow_midpoint(float(y)))
+        if beyond_midpoints and "wherever decided" not in info.get("rounding", ""):
+            problems.append(f"{name}: residual signs are stored away from narrow-format midpoints, but the "
+                            f"metadata's rounding says: {info.get('rounding')!r}")
+            break
+    scale = meta.get("conventions", {}).get("query_scale", "")
+    if scale.startswith("tau") and "exactly" not in scale:
+        problems.append(f"query_scale: the data use the exact 1/sqrt(K), the metadata says {scale!r}")
+    return problems
+
+
 def compare(metadata_text, tensors, inspect, verbose=False):
     """Every mismatch between the library's view of the fixture and inspect's, as messages."""
     problems = []
@@ -214,6 +267,8 @@ def compare(metadata_text, tensors, inspect, verbose=False):
             if not same_value(flat[i], first[i], integer):
                 problems.append(f"{name}: element {i} is {float(flat[i])!r} here ({float(flat[i]).hex()}), "
                                 f"{first[i]!r} in inspect")
+
+    problems += metadata_agrees_with_data(meta, tensors)
 
     if meta.get("model") == "gla":
         missing = [n for n in ("q", "k", "v", "g", "o", "final_state") if n not in tensors]
@@ -293,6 +348,31 @@ def self_test(metadata_text, tensors, inspect):
         print(f"  self-test: {what}: {'caught: ' + reported[0] if reported else 'NOT CAUGHT'}")
         if not reported:
             failures.append(f"corruption not caught: {what}")
+
+    # The metadata-versus-data checks, each against the wording or listing it replaced.
+    meta = json.loads(metadata_text)
+    stale = []
+    old_rounding = "binary64, round to nearest even; residual_sign = sign(exact - stored) at narrow-format midpoints"
+    any_sign_away = any(
+        int(s) != 0 and not is_narrow_midpoint(float(y))
+        for name in meta.get("outputs", {})
+        if name + ".residual_sign" in tensors
+        for s, y in zip(tensors[name + ".residual_sign"].values.reshape(-1), tensors[name].values.reshape(-1)))
+    if any_sign_away:
+        stale.append(("the old residual_sign wording",
+                      lambda m: [info.update(rounding=old_rounding) for info in m["outputs"].values()]))
+    if str(meta.get("conventions", {}).get("query_scale", "")).startswith("tau"):
+        stale.append(("the old query-scale wording",
+                      lambda m: m["conventions"].update(query_scale="tau = 1/sqrt(K) = 16 ** -0.5, as fla")))
+    if "cu_seqlens" in meta.get("inputs", {}):
+        stale.append(("cu_seqlens left out of the metadata's inputs", lambda m: m["inputs"].pop("cu_seqlens")))
+    for what, corrupt in stale:
+        bad = copy.deepcopy(meta)
+        corrupt(bad)
+        reported = metadata_agrees_with_data(bad, tensors)
+        print(f"  self-test: {what}: {'caught: ' + reported[0] if reported else 'NOT CAUGHT'}")
+        if not reported:
+            failures.append(f"metadata disagreement not caught: {what}")
 
     if json.loads(metadata_text).get("model") == "gla":
         # The model check itself: one element of the fixture's o off by 1e-9 max|o|.

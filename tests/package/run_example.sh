@@ -64,7 +64,7 @@ ctest --test-dir "$example_build" --output-on-failure
 # ... and the exact-mode failure is the check's verdict, a ULP count (WILL_FAIL accepts any failure,
 # a crash included). LastTest.log holds every test's output.
 log=$example_build/Testing/Temporary/LastTest.log
-if ! grep -Eq 'gla_[A-Za-z0-9_]*\.safetensors +gla +FAIL +[A-Za-z_.]+: [1-9][0-9]* ULP \(budget 0\)' "$log"; then
+if ! grep -Eq 'gla_[A-Za-z0-9_]*\.safetensors +gla +FAIL +[0-9.]+s +[A-Za-z_.]+: [1-9][0-9]* ULP \(budget 0\)' "$log"; then
   echo "run_example: gla_conformance_exact_fails did not fail with a ULP report; its log:" >&2
   cat "$log" >&2
   exit 1
