@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "benches.hpp"
+#include "device_data.hpp"
 #include "kalman_oracle/gpu/kla_backward.hpp"
 #include "kalman_oracle/gpu/kla_forward.hpp"
-#include "timing.hpp"
 
 namespace kalman_oracle::gpu::bench {
 
@@ -22,31 +22,6 @@ struct kla_problem {
   const char* name;
   int B, T, M, S;
 };
-
-/// A value in [lo, hi) from a cheap hash of (i, salt): gigabytes of inputs need no random engine.
-float hashed(std::size_t i, unsigned salt, float lo, float hi) {
-  const std::size_t h = (i * 2654435761u + salt * 40503u) ^ (i >> 13);
-  return lo + (hi - lo) * static_cast<float>((h >> 5) % 100000) * 1e-5f;
-}
-
-float* device_filled(std::size_t count, unsigned salt, float lo, float hi) {
-  std::vector<float> host(count);
-  for (std::size_t i = 0; i < count; ++i) host[i] = hashed(i, salt, lo, hi);
-  float* ptr = nullptr;
-  check(cudaMalloc(&ptr, count * sizeof(float)), "cudaMalloc");
-  check(cudaMemcpy(ptr, host.data(), count * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
-  return ptr;
-}
-
-strided_input view(const float* data, long long s0, long long s1, long long s2, long long s3 = 0) {
-  strided_input x;
-  x.data = data;
-  x.stride[0] = s0;
-  x.stride[1] = s1;
-  x.stride[2] = s2;
-  x.stride[3] = s3;
-  return x;
-}
 
 }  // namespace
 
@@ -139,18 +114,7 @@ void kla_bench(int repeats, const cudaDeviceProp& prop) {
           static_cast<double>(bytes) / 1e6 / copy_ms, element_steps / (ms * 1e6));
       std::fflush(stdout);
     };
-    // A copy moving the same bytes: half of them read, half written.
-    const auto copy_ms_for = [&](std::size_t bytes) {
-      void *from = nullptr, *to = nullptr;
-      check(cudaMalloc(&from, bytes / 2), "cudaMalloc");
-      check(cudaMalloc(&to, bytes / 2), "cudaMalloc");
-      check(cudaMemset(from, 0, bytes / 2), "cudaMemset");
-      const double ms =
-          median_ms(repeats, [&] { check(cudaMemcpyAsync(to, from, bytes / 2, cudaMemcpyDeviceToDevice), "copy"); });
-      cudaFree(from);
-      cudaFree(to);
-      return ms;
-    };
+    const auto copy_ms_for = [&](std::size_t bytes) { return copy_ms(bytes, repeats); };
     const double forward_ms = median_ms(repeats, [&] { kla_forward_device(p); });
     check(cudaGetLastError(), "kla_forward_kernel");
     report("forward", forward_bytes, forward_ms, copy_ms_for(forward_bytes));

@@ -9,7 +9,9 @@
 //   kalman-oracle conform --models kla --suite DIR
 //       -- kalman-oracle-gpu run --device cuda {fixture} {output}
 //
-// checks a kernel on every fixture of its model. Exit 0 written, 2 bad input (a fixture of a model
+// checks a kernel on every fixture of its model. For KDN fixtures the kernels are the gain path
+// (gain, covariance, readout variance: run_kdn_gain.hpp), a partial candidate checked with
+// `conform --outputs final_covariance,readout_variance`. Exit 0 written, 2 bad input (a fixture of a model
 // without a kernel, unreadable file, bad arguments), 1 a CUDA error.
 //
 //   kalman-oracle-gpu device        the CUDA device's name, or why there is none (exit 3)
@@ -27,6 +29,7 @@
 #include "kalman_oracle/gpu/device.hpp"
 #include "kalman_oracle/gpu/kla_forward.hpp"
 #include "kalman_oracle/io/safetensors.hpp"
+#include "run_kdn_gain.hpp"
 #include "run_kla.hpp"
 #include "validate_kla.hpp"
 
@@ -126,8 +129,13 @@ int main(int argc, char** argv) {
     const safetensors::file f = safetensors::read(fixture);
     const std::string model = fixture_model(f, fixture);
     const executor on = device == "cuda" ? executor::cuda : executor::twin;
-    if (model != "kla") throw input_error(fixture + ": model " + model + " has no GPU kernel yet (kernels: kla)");
-    safetensors::write_atomic(output, run_kla(f, fixture, on));
+    if (model == "kla")
+      safetensors::write_atomic(output, run_kla(f, fixture, on));
+    else if (model == "kdn_diagonal" || model == "kdn_isotropic")
+      safetensors::write_atomic(output, run_kdn_gain(f, fixture, on));  // the gain path only
+    else
+      throw input_error(fixture + ": model " + model +
+                        " has no GPU kernel yet (kernels: kla; the gain path of kdn_diagonal and kdn_isotropic)");
     return 0;
   } catch (const std::invalid_argument& e) {  // input_error, safetensors::format_error, a kernel's size rules
     std::fprintf(stderr, "kalman-oracle-gpu: %s\n", e.what());

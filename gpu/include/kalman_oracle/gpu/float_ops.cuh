@@ -96,4 +96,74 @@ KALMAN_ORACLE_HD int binade(float x) {
 #endif
 }
 
+namespace detail {
+
+// Binary64 operations spelled as the binary32 ones above: explicit roundings, never contracted.
+KALMAN_ORACLE_HD double mul_rn_f64(double x, double y) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(x, y);
+#else
+  volatile double product = x * y;
+  return product;
+#endif
+}
+
+KALMAN_ORACLE_HD double fma_rn_f64(double x, double y, double z) {
+#if defined(__CUDA_ARCH__)
+  return __fma_rn(x, y, z);
+#else
+  return std::fma(x, y, z);
+#endif
+}
+
+}  // namespace detail
+
+/// e^x rounded to binary32 within one ulp (docs/kernels.md, "KDN gains"), the same bits on host and
+/// device. The error bounds of the KDN fixtures count the decay α = e^g as "exp within 1 ulp"
+/// (check/diagonal_kdn_bound.hpp); CUDA's expf promises 2 ulp, and the host's std::exp may differ
+/// from the device's, which would break the twins. So e^x is computed here in binary64 with
+/// explicit roundings only: n = rint(x / ln 2), r = x − n ln 2 (ln 2 in two parts, two FMAs: r is
+/// within 2^-60 |r| of the exact reduced argument for |x| <= 104), e^r by the Taylor series to r^12
+/// in Horner form (|r| <= 0.347: truncation below 2^-52, the 12 FMAs' roundings below 2^-49
+/// relative), scaled by 2^n exactly. The binary64 value is within 2^-48 relative of e^x, and one
+/// rounding to binary32 adds at most half an ulp: within 0.5 + 2^-24 ulp, so within one ulp
+/// (float_ops_test.cpp checks it against MPFR's correctly rounded exp). Arguments below -104 give
+/// +0 (e^x < 2^-150 rounds to 0); above 89, +inf; NaN stays NaN.
+KALMAN_ORACLE_HD float exp_within_one_ulp(float x) {
+  if (!(x == x)) return x;
+  if (x < -104.0f) return 0.0f;
+  if (x > 89.0f) return HUGE_VALF;
+  constexpr double inv_ln2 = 0x1.71547652b82fep+0, ln2_hi = 0x1.62e42fefa39efp-1, ln2_lo = 0x1.abc9e3b39803fp-56;
+  const double xd = x;
+#if defined(__CUDA_ARCH__)
+  const double n = rint(detail::mul_rn_f64(xd, inv_ln2));
+#else
+  const double n = std::nearbyint(detail::mul_rn_f64(xd, inv_ln2));  // round half to even, as rint
+#endif
+  double r = detail::fma_rn_f64(-n, ln2_hi, xd);
+  r = detail::fma_rn_f64(-n, ln2_lo, r);
+  // Horner: 1 + r(1 + r/2(1 + r/3(... (1 + r/12)))), as coefficients 1/k!.
+  constexpr double c[13] = {1.0,
+                            1.0,
+                            0x1p-1,
+                            0x1.5555555555555p-3,
+                            0x1.5555555555555p-5,
+                            0x1.1111111111111p-7,
+                            0x1.6c16c16c16c17p-10,
+                            0x1.a01a01a01a01ap-13,
+                            0x1.a01a01a01a01ap-16,
+                            0x1.71de3a556c734p-19,
+                            0x1.27e4fb7789f5cp-22,
+                            0x1.ae64567f544e4p-26,
+                            0x1.1eed8eff8d898p-29};
+  double p = c[12];
+  for (int k = 11; k >= 0; --k) p = detail::fma_rn_f64(p, r, c[k]);
+  const int e = static_cast<int>(n);
+#if defined(__CUDA_ARCH__)
+  return __double2float_rn(scalbn(p, e));
+#else
+  return static_cast<float>(std::scalbn(p, e));
+#endif
+}
+
 }  // namespace kalman_oracle::gpu

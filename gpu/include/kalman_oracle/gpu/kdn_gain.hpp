@@ -1,0 +1,86 @@
+// The KDN gain path on the GPU (docs/kernels.md, "KDN gains"): from the gates g, the noises ω and r,
+// the information scale μ, the keys and queries and the prior covariance, the per-token predictions,
+// gains and readout variances and the final covariance of the diagonal (§4, κ_t) or isotropic (§5,
+// β_t) KDN. The memory S_t that these gains write is the chunked delta-rule kernel's (not here).
+// Plain C++: the kernels are in gpu/src/kdn_gain.cu, their CPU twin in twin/kdn_gain_twin.hpp.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <tuple>
+
+#include "kalman_oracle/gpu/input_element.cuh"
+#include "kalman_oracle/gpu/strided_input.cuh"
+
+namespace kalman_oracle::gpu {
+
+/// Which covariance the KDN keeps: one variance per key channel, or one per head.
+enum class kdn_form { diagonal, isotropic };
+
+/// One problem (one sequence per batch row; a varlen batch is run sequence by sequence). Shapes,
+/// with HV value heads and H = HV / key_head_group query/key heads (fla's grouped value heads):
+///   k, q [B, T, H, K] (read for value head h at key head h / key_head_group)
+///   g [B, T, HV, K]; omega [B, T, HV, K] (diagonal) or [B, T, HV] (isotropic); r [B, T, HV];
+///   mu [HV] (null: μ = K); initial_covariance [B, HV, K] or [B, HV] (null: 1).
+/// Outputs, binary32, contiguous:
+///   predicted_covariance [B, T, HV, K] or [B, T, HV]; gain [B, T, HV, K] (κ) or [B, T, HV] (β);
+///   readout_variance [B, T, HV]; final_covariance [B, HV, K] or [B, HV].
+/// predicted_covariance and gain may be null (not written).
+struct kdn_gain_problem {
+  kdn_form form = kdn_form::diagonal;
+  int batch = 0, tokens = 0, heads = 0, key_dim = 0;  // B, T, HV, K
+  int key_head_group = 1;                             // HV / H
+  input_dtype dtype = input_dtype::f32;
+  strided_input k, q, g, omega, r, mu, initial_covariance;
+  float tau = 0;  ///< the query scale, as the reference computes it: float(K ** -0.5) (query_scale.hpp)
+  float *predicted_covariance = nullptr, *gain = nullptr, *readout_variance = nullptr, *final_covariance = nullptr;
+  void* stream = nullptr;  ///< a cudaStream_t; null: the default stream
+};
+
+/// Tokens per chunk of the covariance scan (scan/chunked.hpp's map/carry/emit with this chunk size,
+/// one of the orders the fixtures' bounds cover: check/contraction_bound.hpp, covered_scans).
+inline constexpr int kdn_gain_chunk_tokens = 64;
+/// The largest K: each of a warp's 32 lanes keeps K / 32 channels' scan state in registers.
+inline constexpr int kdn_gain_max_key_dim = 256;
+
+/// Covariance lanes of one (batch row, head): K channels, or one.
+inline int kdn_gain_channels(const kdn_gain_problem& p) { return p.form == kdn_form::diagonal ? p.key_dim : 1; }
+
+/// std::invalid_argument naming the rule for sizes out of range or a missing tensor.
+inline void kdn_gain_check(const kdn_gain_problem& p) {
+  const auto fail = [](const std::string& what) { throw std::invalid_argument("kdn_gain: " + what); };
+  if (p.batch < 1 || p.heads < 1 || p.tokens < 0)
+    fail("B and HV must be >= 1 and T >= 0, got B = " + std::to_string(p.batch) + ", HV = " + std::to_string(p.heads) +
+         ", T = " + std::to_string(p.tokens));
+  if (p.key_dim < 1 || p.key_dim > kdn_gain_max_key_dim)
+    fail("K = " + std::to_string(p.key_dim) + ": the kernels take 1 <= K <= " + std::to_string(kdn_gain_max_key_dim));
+  if (p.key_head_group < 1 || p.heads % p.key_head_group != 0)
+    fail("key_head_group = " + std::to_string(p.key_head_group) + " must divide HV = " + std::to_string(p.heads));
+  if (!(p.tau > 0)) fail("tau must be > 0 (the query scale)");
+  const bool per_token = p.tokens > 0;
+  const std::tuple<const char*, const void*, bool> required[] = {{"k", p.k.data, per_token},
+                                                                 {"q", p.q.data, per_token},
+                                                                 {"g", p.g.data, per_token},
+                                                                 {"omega", p.omega.data, per_token},
+                                                                 {"r", p.r.data, per_token},
+                                                                 {"readout_variance", p.readout_variance, per_token},
+                                                                 {"final_covariance", p.final_covariance, true}};
+  for (const auto& [name, data, needed] : required)
+    if (needed && data == nullptr) fail(std::string(name) + " is missing (a null pointer)");
+}
+
+/// Scratch bytes kdn_gain_device needs: the chunk totals and carries of the covariance scan.
+inline long long kdn_gain_scratch_bytes(const kdn_gain_problem& p) {
+  const long long chunks = (p.tokens + kdn_gain_chunk_tokens - 1) / kdn_gain_chunk_tokens;
+  return 2 * static_cast<long long>(p.batch) * p.heads * chunks * kdn_gain_channels(p) * 16;
+}
+
+/// Runs the kernels on device pointers, `scratch` of kdn_gain_scratch_bytes (asynchronous on
+/// problem.stream); std::runtime_error for a CUDA error.
+void kdn_gain_device(const kdn_gain_problem& problem, void* scratch);
+
+/// The same problem with host pointers: copies the inputs to the device (the extent their strides
+/// reach), poisons the outputs with NaN, runs, copies the outputs back.
+void kdn_gain_host(const kdn_gain_problem& problem);
+
+}  // namespace kalman_oracle::gpu

@@ -1,0 +1,314 @@
+// The KDN gain kernels and their launchers (include/kalman_oracle/gpu/kdn_gain.hpp; docs/kernels.md,
+// "KDN gains").
+//
+// Schedule: the chunked Möbius scan of the covariance leaves (scan/chunked.hpp's map/carry/emit,
+// chunks of kdn_gain_chunk_tokens), one warp per (batch row, head, chunk), lane l keeping the scan
+// state of channels l, l + 32, … (diagonal) or, every lane alike, the head's one variance
+// (isotropic). Three launches:
+//   map    each chunk's total (its leaves composed in order), written to scratch;
+//   carry  one warp per (batch row, head) walks the chunk totals: carry[c] = total[c−1] ∘ carry[c−1];
+//   emit   each chunk again: the local prefixes, composed with the chunk's carry and applied to the
+//          prior, give p_t; with p_{t−1} the prediction, then the gain and the readout variance, whose
+//          sums over channels are lane-ordered partial sums and a shuffle tree (warp_channel_sum,
+//          kdn_channel_sum_twin's order).
+// Every channel's inputs are read by consecutive lanes (coalesced); the per-head r and μ are one
+// broadcast load. The map and emit passes recompute the leaves rather than store them ([B, T, HV, K]
+// mobius maps would be four times the gates' bytes).
+#include <cuda_runtime.h>
+
+#include "device_arena.hpp"
+#include "kalman_oracle/gpu/kdn_gain.hpp"
+#include "kalman_oracle/gpu/models/kdn_gain.cuh"
+
+namespace kalman_oracle::gpu {
+namespace {
+
+constexpr int channels_per_lane = kdn_gain_max_key_dim / kdn_lanes;  // 8
+constexpr int warps_per_block = 4;                                   // four chunks per block
+
+/// The sum over channels of the lanes' partial sums: lane l's partial is its channels' terms added
+/// in order from +0; the tree takes lane l + o into lane l for o = 16, 8, 4, 2, 1; every lane gets
+/// lane 0's total (kdn_channel_sum_twin's order).
+__device__ __forceinline__ float warp_channel_sum(float partial) {
+  for (int offset = kdn_lanes / 2; offset > 0; offset /= 2)
+    partial = add_rn(partial, __shfl_down_sync(0xffffffffu, partial, offset));
+  return __shfl_sync(0xffffffffu, partial, 0);
+}
+
+/// One (batch row, head)'s inputs as a lane reads them.
+template <class In>
+struct head_reader {
+  const kdn_gain_problem& p;
+  long long b, h;
+  __device__ float k(long long t, int i) const {
+    return load_widened<In>(p.k, offset_of(p.k, b, t, h / p.key_head_group, i));
+  }
+  __device__ float q(long long t, int i) const {
+    return load_widened<In>(p.q, offset_of(p.q, b, t, h / p.key_head_group, i));
+  }
+  __device__ float g(long long t, int i) const { return load_widened<In>(p.g, offset_of(p.g, b, t, h, i)); }
+  __device__ float omega(long long t, int i) const { return load_widened<In>(p.omega, offset_of(p.omega, b, t, h, i)); }
+  __device__ float r(long long t) const { return load_widened<In>(p.r, offset_of(p.r, b, t, h)); }
+  __device__ float mu() const {
+    return p.mu.data ? load_widened<In>(p.mu, offset_of(p.mu, h, 0, 0)) : static_cast<float>(p.key_dim);
+  }
+  __device__ float prior(int lane_channel) const {
+    return p.initial_covariance.data
+               ? load_widened<In>(p.initial_covariance, offset_of(p.initial_covariance, b, h, lane_channel))
+               : 1.0f;
+  }
+};
+
+/// Token t's leaves for this lane's channels (diagonal), or the head's leaf (isotropic, every lane
+/// alike, the sums over channels by warp_channel_sum). Also returns ‖k‖² (isotropic), which the
+/// gain reuses.
+template <class In, kdn_form Form>
+__device__ void token_leaves(const head_reader<In>& in, long long t, int lane, float mu, float r,
+                             mobius_f32 (&leaf)[channels_per_lane], float (&a)[channels_per_lane],
+                             float (&omega)[channels_per_lane], float& key2) {
+  const int K = in.p.key_dim;
+  if constexpr (Form == kdn_form::diagonal) {
+#pragma unroll
+    for (int j = 0; j < channels_per_lane; ++j) {
+      const int i = lane + j * kdn_lanes;
+      if (i < K) {
+        a[j] = kdn_decay_squared(in.g(t, i));
+        omega[j] = in.omega(t, i);
+        leaf[j] = kdn_covariance_leaf(a[j], omega[j], kdn_diagonal_information(mu, in.k(t, i), r));
+      }
+    }
+  } else {
+    float decay2 = 0.0f, keys = 0.0f;
+#pragma unroll
+    for (int j = 0; j < channels_per_lane; ++j) {
+      const int i = lane + j * kdn_lanes;
+      if (i < K) {
+        decay2 = add_rn(decay2, kdn_decay_squared(in.g(t, i)));
+        const float key = in.k(t, i);
+        keys = add_rn(keys, mul_rn(key, key));
+      }
+    }
+    decay2 = warp_channel_sum(decay2);
+    key2 = warp_channel_sum(keys);
+    const float channels = static_cast<float>(K);
+    a[0] = div_rn(decay2, channels);
+    omega[0] = in.omega(t, 0);
+    leaf[0] = kdn_covariance_leaf(a[0], omega[0], kdn_isotropic_information(mu, key2, channels, r));
+  }
+}
+
+template <kdn_form Form>
+__device__ __forceinline__ int lanes_of(int K) {
+  return Form == kdn_form::diagonal ? K : 1;
+}
+
+/// map: chunk c's total per covariance lane, totals[((b HV + h) chunks + c) L + i].
+template <class In, kdn_form Form>
+__global__ void __launch_bounds__(kdn_lanes* warps_per_block)
+    kdn_gain_map(const kdn_gain_problem p, mobius_f32* totals, int chunks) {
+  const int lane = threadIdx.x, chunk = blockIdx.x * warps_per_block + threadIdx.y;
+  if (chunk >= chunks) return;
+  const long long h = blockIdx.y, b = blockIdx.z, T = p.tokens;
+  const head_reader<In> in{p, b, h};
+  const int K = p.key_dim, L = lanes_of<Form>(K);
+  const float mu = in.mu();
+  mobius_f32 local[channels_per_lane], leaf[channels_per_lane];
+  float a[channels_per_lane], omega[channels_per_lane], key2 = 0.0f;
+  const long long first = static_cast<long long>(chunk) * kdn_gain_chunk_tokens;
+  const long long end = first + kdn_gain_chunk_tokens < T ? first + kdn_gain_chunk_tokens : T;
+  for (long long t = first; t < end; ++t) {
+    token_leaves<In, Form>(in, t, lane, mu, in.r(t), leaf, a, omega, key2);
+#pragma unroll
+    for (int j = 0; j < channels_per_lane; ++j)
+      if (lane + j * kdn_lanes < L) local[j] = t == first ? leaf[j] : mobius_compose(leaf[j], local[j]);
+  }
+  mobius_f32* out = totals + ((b * p.heads + h) * chunks + chunk) * L;
+#pragma unroll
+  for (int j = 0; j < channels_per_lane; ++j)
+    if (lane + j * kdn_lanes < L) out[lane + j * kdn_lanes] = local[j];
+}
+
+/// carry: carry[c] for c >= 1 (carry[0] is never read), one warp per (batch row, head).
+template <kdn_form Form>
+__global__ void __launch_bounds__(kdn_lanes)
+    kdn_gain_carry(const kdn_gain_problem p, const mobius_f32* totals, mobius_f32* carries, int chunks) {
+  const int lane = threadIdx.x;
+  const long long h = blockIdx.x, b = blockIdx.y;
+  const int L = lanes_of<Form>(p.key_dim);
+  const long long base = (b * p.heads + h) * chunks * L;
+  for (int i = lane; i < L; i += kdn_lanes) {
+    mobius_f32 carry{};
+    for (int c = 1; c < chunks; ++c) {
+      const mobius_f32 total = totals[base + static_cast<long long>(c - 1) * L + i];
+      carry = c == 1 ? total : mobius_compose(total, carry);
+      carries[base + static_cast<long long>(c) * L + i] = carry;
+    }
+  }
+}
+
+/// emit: every token's prediction, gain and readout variance; the final covariance at the end.
+template <class In, kdn_form Form>
+__global__ void __launch_bounds__(kdn_lanes* warps_per_block)
+    kdn_gain_emit(const kdn_gain_problem p, const mobius_f32* carries, int chunks) {
+  const int lane = threadIdx.x, chunk = blockIdx.x * warps_per_block + threadIdx.y;
+  if (chunk >= chunks) return;
+  const long long h = blockIdx.y, b = blockIdx.z, T = p.tokens, HV = p.heads;
+  const head_reader<In> in{p, b, h};
+  const int K = p.key_dim, L = lanes_of<Form>(K);
+  const float mu = in.mu();
+  const mobius_f32* carry = carries + ((b * HV + h) * chunks + chunk) * L;
+  mobius_f32 local[channels_per_lane], leaf[channels_per_lane];
+  float a[channels_per_lane], omega[channels_per_lane], prior[channels_per_lane], previous[channels_per_lane],
+      covariance[channels_per_lane], predicted[channels_per_lane], key2 = 0.0f;
+#pragma unroll
+  for (int j = 0; j < channels_per_lane; ++j) {
+    const int i = lane + j * kdn_lanes;
+    if (i < L) {
+      prior[j] = in.prior(i);
+      previous[j] = chunk == 0 ? prior[j] : mobius_apply(carry[i], prior[j]);
+      covariance[j] = previous[j];
+    }
+  }
+  const long long first = static_cast<long long>(chunk) * kdn_gain_chunk_tokens;
+  const long long end = first + kdn_gain_chunk_tokens < T ? first + kdn_gain_chunk_tokens : T;
+  for (long long t = first; t < end; ++t) {
+    const float r = in.r(t);
+    token_leaves<In, Form>(in, t, lane, mu, r, leaf, a, omega, key2);
+#pragma unroll
+    for (int j = 0; j < channels_per_lane; ++j) {
+      const int i = lane + j * kdn_lanes;
+      if (i < L) {
+        local[j] = t == first ? leaf[j] : mobius_compose(leaf[j], local[j]);
+        const mobius_f32 prefix = chunk == 0 ? local[j] : mobius_compose(local[j], carry[i]);
+        covariance[j] = mobius_apply(prefix, prior[j]);
+        predicted[j] = kdn_predict(a[j], previous[j], omega[j]);
+        previous[j] = covariance[j];
+      }
+    }
+    const long long row = (b * T + t) * HV + h;  // [B, T, HV]
+    if constexpr (Form == kdn_form::diagonal) {
+      float innovation = 0.0f, readout = 0.0f;
+#pragma unroll
+      for (int j = 0; j < channels_per_lane; ++j) {
+        const int i = lane + j * kdn_lanes;
+        if (i < K) {
+          innovation = add_rn(innovation, kdn_innovation_term(predicted[j], in.k(t, i)));
+          readout = add_rn(readout, mul_rn(kdn_scaled_query_squared(p.tau, in.q(t, i)), covariance[j]));
+        }
+      }
+      innovation = add_rn(r, warp_channel_sum(innovation));
+      readout = warp_channel_sum(readout);
+#pragma unroll
+      for (int j = 0; j < channels_per_lane; ++j) {
+        const int i = lane + j * kdn_lanes;
+        if (i < K) {
+          if (p.predicted_covariance) p.predicted_covariance[row * K + i] = predicted[j];
+          if (p.gain) p.gain[row * K + i] = kdn_diagonal_gain(predicted[j], in.k(t, i), innovation);
+        }
+      }
+      if (lane == 0) p.readout_variance[row] = readout;
+    } else {
+      float queries = 0.0f;
+#pragma unroll
+      for (int j = 0; j < channels_per_lane; ++j) {
+        const int i = lane + j * kdn_lanes;
+        if (i < K) queries = add_rn(queries, kdn_scaled_query_squared(p.tau, in.q(t, i)));
+      }
+      queries = warp_channel_sum(queries);
+      if (lane == 0) {
+        if (p.predicted_covariance) p.predicted_covariance[row] = predicted[0];
+        if (p.gain) p.gain[row] = kdn_isotropic_gain(predicted[0], key2, r);
+        p.readout_variance[row] = mul_rn(covariance[0], queries);
+      }
+    }
+  }
+  if (chunk == chunks - 1) {
+#pragma unroll
+    for (int j = 0; j < channels_per_lane; ++j) {
+      const int i = lane + j * kdn_lanes;
+      if (i < L) p.final_covariance[(b * HV + h) * L + i] = covariance[j];
+    }
+  }
+}
+
+/// T = 0: the final covariance is the prior.
+template <class In, kdn_form Form>
+__global__ void kdn_gain_prior(const kdn_gain_problem p) {
+  const long long h = blockIdx.x, b = blockIdx.y;
+  const head_reader<In> in{p, b, h};
+  const int L = lanes_of<Form>(p.key_dim);
+  for (int i = threadIdx.x; i < L; i += blockDim.x) p.final_covariance[(b * p.heads + h) * L + i] = in.prior(i);
+}
+
+template <class In, kdn_form Form>
+void launch_typed(const kdn_gain_problem& p, void* scratch) {
+  const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
+  if (p.tokens == 0) {
+    kdn_gain_prior<In, Form><<<dim3(p.heads, p.batch), kdn_lanes, 0, stream>>>(p);
+    check_cuda(cudaGetLastError(), "kdn_gain_prior");
+    return;
+  }
+  const int chunks = (p.tokens + kdn_gain_chunk_tokens - 1) / kdn_gain_chunk_tokens;
+  const long long half = kdn_gain_scratch_bytes(p) / 2 / static_cast<long long>(sizeof(mobius_f32));
+  mobius_f32* totals = static_cast<mobius_f32*>(scratch);
+  mobius_f32* carries = totals + half;
+  const dim3 block(kdn_lanes, warps_per_block),
+      grid((chunks + warps_per_block - 1) / warps_per_block, p.heads, p.batch);
+  if (chunks > 1) {
+    kdn_gain_map<In, Form><<<grid, block, 0, stream>>>(p, totals, chunks);
+    check_cuda(cudaGetLastError(), "kdn_gain_map");
+    kdn_gain_carry<Form><<<dim3(p.heads, p.batch), kdn_lanes, 0, stream>>>(p, totals, carries, chunks);
+    check_cuda(cudaGetLastError(), "kdn_gain_carry");
+  }
+  kdn_gain_emit<In, Form><<<grid, block, 0, stream>>>(p, carries, chunks);
+  check_cuda(cudaGetLastError(), "kdn_gain_emit");
+}
+
+template <class In>
+void launch_form(const kdn_gain_problem& p, void* scratch) {
+  if (p.form == kdn_form::diagonal) return launch_typed<In, kdn_form::diagonal>(p, scratch);
+  return launch_typed<In, kdn_form::isotropic>(p, scratch);
+}
+
+}  // namespace
+
+void kdn_gain_device(const kdn_gain_problem& problem, void* scratch) {
+  kdn_gain_check(problem);
+  switch (problem.dtype) {
+    case input_dtype::f32: return launch_form<float>(problem, scratch);
+    case input_dtype::bf16: return launch_form<bf16_bits>(problem, scratch);
+    case input_dtype::f16: return launch_form<f16_bits>(problem, scratch);
+  }
+}
+
+void kdn_gain_host(const kdn_gain_problem& host) {
+  kdn_gain_check(host);
+  const long long B = host.batch, T = host.tokens, HV = host.heads, K = host.key_dim, H = HV / host.key_head_group;
+  const long long L = kdn_gain_channels(host);
+  const bool diagonal = host.form == kdn_form::diagonal;
+  device_arena arena;
+  kdn_gain_problem device = host;
+  device.k = arena.upload(host.k, {B, T, H, K}, host.dtype);
+  device.q = arena.upload(host.q, {B, T, H, K}, host.dtype);
+  device.g = arena.upload(host.g, {B, T, HV, K}, host.dtype);
+  device.omega =
+      diagonal ? arena.upload(host.omega, {B, T, HV, K}, host.dtype) : arena.upload(host.omega, {B, T, HV}, host.dtype);
+  device.r = arena.upload(host.r, {B, T, HV}, host.dtype);
+  device.mu = arena.upload(host.mu, {HV}, host.dtype);
+  device.initial_covariance = diagonal ? arena.upload(host.initial_covariance, {B, HV, K}, host.dtype)
+                                       : arena.upload(host.initial_covariance, {B, HV}, host.dtype);
+  device.predicted_covariance = host.predicted_covariance ? arena.poisoned(B * T * HV * L) : nullptr;
+  device.gain = host.gain ? arena.poisoned(B * T * HV * L) : nullptr;
+  device.readout_variance = arena.poisoned(B * T * HV);
+  device.final_covariance = arena.poisoned(B * HV * L);
+  void* scratch = arena.allocate(static_cast<std::size_t>(kdn_gain_scratch_bytes(host)));
+  kdn_gain_device(device, scratch);
+  check_cuda(cudaDeviceSynchronize(), "kdn_gain kernels");
+  if (host.predicted_covariance)
+    device_arena::download(host.predicted_covariance, device.predicted_covariance, B * T * HV * L);
+  if (host.gain) device_arena::download(host.gain, device.gain, B * T * HV * L);
+  device_arena::download(host.readout_variance, device.readout_variance, B * T * HV);
+  device_arena::download(host.final_covariance, device.final_covariance, B * HV * L);
+}
+
+}  // namespace kalman_oracle::gpu

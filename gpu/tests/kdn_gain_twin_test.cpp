@@ -1,0 +1,111 @@
+// The KDN gain twin's own rules (label `twin`): what the conformance tests over the fixtures do not
+// reach. exp_within_one_ulp is within one ulp of the correctly rounded e^x (MPFR) on a dense sample
+// of binary32 arguments and at the edges; T = 0 returns the prior; sizes outside the kernels' range
+// are refused by name. The twin's values are checked against the fixtures through `conform`
+// (gpu/CMakeLists.txt: twin.kdn_gain.*), with a planted bug caught there.
+#include <doctest/doctest.h>
+
+#include <mpfr.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kalman_oracle/gpu/twin/kdn_gain_twin.hpp"
+
+using namespace kalman_oracle::gpu;
+
+namespace {
+
+/// e^x correctly rounded to binary32 (MPFR at 24 bits with the binary32 exponent range's subnormals).
+float exp_correctly_rounded(float x) {
+  mpfr_t y;
+  mpfr_init2(y, 200);
+  mpfr_set_flt(y, x, MPFR_RNDN);
+  mpfr_exp(y, y, MPFR_RNDN);  // 200 bits: the rounding to binary32 below decides
+  const float out = mpfr_get_flt(y, MPFR_RNDN);
+  mpfr_clear(y);
+  return out;
+}
+
+/// Distance in binary32 ulps between two finite non-negative floats (their bit patterns).
+std::int64_t ulps(float a, float b) {
+  std::int32_t x, y;
+  std::memcpy(&x, &a, 4);
+  std::memcpy(&y, &b, 4);
+  return std::llabs(static_cast<long long>(x) - static_cast<long long>(y));
+}
+
+}  // namespace
+
+TEST_SUITE("twin") {
+  TEST_CASE("twin: exp_within_one_ulp is within one ulp of the correctly rounded e^x") {
+    // Every 509th binary32 pattern from -104 up to 0 (the log gates' domain, subnormal results
+    // included), every 509th from 0 to 88.7, and the edges.
+    std::size_t checked = 0, exact = 0;
+    std::int64_t worst = 0;
+    float worst_at = 0;
+    const auto check = [&](float x) {
+      const float got = exp_within_one_ulp(x), want = exp_correctly_rounded(x);
+      const std::int64_t d = ulps(got, want);
+      exact += d == 0;
+      if (d > worst) worst = d, worst_at = x;
+      ++checked;
+    };
+    std::uint32_t lo, hi;
+    const float minus_104 = -104.0f, plus_88 = 88.7f;
+    std::memcpy(&lo, &minus_104, 4);
+    for (std::uint32_t bits = 0x80000000u; bits <= lo; bits += 509) {
+      float x;
+      std::memcpy(&x, &bits, 4);
+      check(x);
+    }
+    std::memcpy(&hi, &plus_88, 4);
+    for (std::uint32_t bits = 0; bits <= hi; bits += 509) {
+      float x;
+      std::memcpy(&x, &bits, 4);
+      check(x);
+    }
+    for (float x : {0.0f, -0.0f, -1.0f, -0x1p-149f, -103.97f, -87.3f, -0.5f, 1.0f, 88.72f, std::log(2.0f)}) check(x);
+    INFO("checked ", checked, " arguments, ", exact, " correctly rounded; worst ", worst, " ulp at ", worst_at);
+    CHECK(worst <= 1);
+    CHECK(checked > 4000000);
+    CHECK(exp_within_one_ulp(-105.0f) == 0.0f);
+    CHECK(std::isinf(exp_within_one_ulp(90.0f)));
+    CHECK(std::isnan(exp_within_one_ulp(NAN)));
+  }
+
+  TEST_CASE("twin: with T = 0 the KDN gains return the prior; sizes out of range are refused by name") {
+    for (kdn_form form : {kdn_form::diagonal, kdn_form::isotropic}) {
+      const bool diagonal = form == kdn_form::diagonal;
+      const std::vector<float> prior{2.0f, 3.0f};
+      std::vector<float> final_covariance(diagonal ? 2 : 1, NAN);
+      kdn_gain_problem p;
+      p.form = form;
+      p.batch = 1;
+      p.tokens = 0;
+      p.heads = 1;
+      p.key_dim = 2;
+      p.tau = 0.5f;
+      p.initial_covariance.data = prior.data();
+      p.initial_covariance.stride[2] = diagonal ? 1 : 0;
+      p.final_covariance = final_covariance.data();
+      kdn_gain_twin(p);
+      CHECK(final_covariance == std::vector<float>(prior.begin(), prior.begin() + (diagonal ? 2 : 1)));
+
+      p.key_dim = 0;
+      CHECK_THROWS_WITH_AS(kdn_gain_twin(p), doctest::Contains("K = 0"), std::invalid_argument);
+      p.key_dim = kdn_gain_max_key_dim + 1;
+      CHECK_THROWS_WITH_AS(kdn_gain_twin(p), doctest::Contains("K = 257"), std::invalid_argument);
+      p.key_dim = 2;
+      p.key_head_group = 3;
+      CHECK_THROWS_WITH_AS(kdn_gain_twin(p), doctest::Contains("must divide HV"), std::invalid_argument);
+      p.key_head_group = 1;
+      p.tokens = 1;  // now the per-token inputs are needed
+      CHECK_THROWS_WITH_AS(kdn_gain_twin(p), doctest::Contains("k is missing"), std::invalid_argument);
+    }
+  }
+}
