@@ -23,8 +23,7 @@
 namespace kalman_oracle::gpu {
 namespace {
 
-constexpr int channels_per_lane = kdn_gain_max_key_dim / kdn_lanes;  // 8
-constexpr int warps_per_block = 4;                                   // four chunks per block
+constexpr int warps_per_block = 4;  // four chunks per block
 
 /// The sum over channels of the lanes' partial sums: lane l's partial is its channels' terms added
 /// in order from +0; the tree takes lane l + o into lane l for o = 16, 8, 4, 2, 1; every lane gets
@@ -62,14 +61,13 @@ struct head_reader {
 /// Token t's leaves for this lane's channels (diagonal), or the head's leaf (isotropic, every lane
 /// alike, the sums over channels by warp_channel_sum). Also returns ‖k‖² (isotropic), which the
 /// gain reuses.
-template <class In, kdn_form Form>
-__device__ void token_leaves(const head_reader<In>& in, long long t, int lane, float mu, float r,
-                             mobius_f32 (&leaf)[channels_per_lane], float (&a)[channels_per_lane],
-                             float (&omega)[channels_per_lane], float& key2) {
+template <class In, kdn_form Form, int J>
+__device__ void token_leaves(const head_reader<In>& in, long long t, int lane, float mu, float r, mobius_f32 (&leaf)[J],
+                             float (&a)[J], float (&omega)[J], float& key2) {
   const int K = in.p.key_dim;
   if constexpr (Form == kdn_form::diagonal) {
 #pragma unroll
-    for (int j = 0; j < channels_per_lane; ++j) {
+    for (int j = 0; j < J; ++j) {
       const int i = lane + j * kdn_lanes;
       if (i < K) {
         a[j] = kdn_decay_squared(in.g(t, i));
@@ -80,7 +78,7 @@ __device__ void token_leaves(const head_reader<In>& in, long long t, int lane, f
   } else {
     float decay2 = 0.0f, keys = 0.0f;
 #pragma unroll
-    for (int j = 0; j < channels_per_lane; ++j) {
+    for (int j = 0; j < J; ++j) {
       const int i = lane + j * kdn_lanes;
       if (i < K) {
         decay2 = add_rn(decay2, kdn_decay_squared(in.g(t, i)));
@@ -102,8 +100,10 @@ __device__ __forceinline__ int lanes_of(int K) {
   return Form == kdn_form::diagonal ? K : 1;
 }
 
-/// map: chunk c's total per covariance lane, totals[((b HV + h) chunks + c) L + i].
-template <class In, kdn_form Form>
+/// map: chunk c's total per covariance lane, totals[((b HV + h) chunks + c) L + i]. J: channels per
+/// lane, ⌈K/32⌉ rounded up to a power of two (the scan state of J channels lives in registers, so a
+/// small K must not pay for K = 256's registers).
+template <class In, kdn_form Form, int J>
 __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
     kdn_gain_map(const kdn_gain_problem p, mobius_f32* totals, int chunks) {
   const int lane = threadIdx.x, chunk = blockIdx.x * warps_per_block + threadIdx.y;
@@ -112,19 +112,19 @@ __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
   const head_reader<In> in{p, b, h};
   const int K = p.key_dim, L = lanes_of<Form>(K);
   const float mu = in.mu();
-  mobius_f32 local[channels_per_lane], leaf[channels_per_lane];
-  float a[channels_per_lane], omega[channels_per_lane], key2 = 0.0f;
+  mobius_f32 local[J], leaf[J];
+  float a[J], omega[J], key2 = 0.0f;
   const long long first = static_cast<long long>(chunk) * kdn_gain_chunk_tokens;
   const long long end = first + kdn_gain_chunk_tokens < T ? first + kdn_gain_chunk_tokens : T;
   for (long long t = first; t < end; ++t) {
-    token_leaves<In, Form>(in, t, lane, mu, in.r(t), leaf, a, omega, key2);
+    token_leaves<In, Form, J>(in, t, lane, mu, in.r(t), leaf, a, omega, key2);
 #pragma unroll
-    for (int j = 0; j < channels_per_lane; ++j)
+    for (int j = 0; j < J; ++j)
       if (lane + j * kdn_lanes < L) local[j] = t == first ? leaf[j] : mobius_compose(leaf[j], local[j]);
   }
   mobius_f32* out = totals + ((b * p.heads + h) * chunks + chunk) * L;
 #pragma unroll
-  for (int j = 0; j < channels_per_lane; ++j)
+  for (int j = 0; j < J; ++j)
     if (lane + j * kdn_lanes < L) out[lane + j * kdn_lanes] = local[j];
 }
 
@@ -136,18 +136,29 @@ __global__ void __launch_bounds__(kdn_lanes)
   const long long h = blockIdx.x, b = blockIdx.y;
   const int L = lanes_of<Form>(p.key_dim);
   const long long base = (b * p.heads + h) * chunks * L;
+  // The totals are loaded a batch ahead of the composes that need them: the chain of composes is
+  // sequential (scan/chunked.hpp's carry), its loads need not be.
+  constexpr int batch = 8;
   for (int i = lane; i < L; i += kdn_lanes) {
-    mobius_f32 carry{};
-    for (int c = 1; c < chunks; ++c) {
-      const mobius_f32 total = totals[base + static_cast<long long>(c - 1) * L + i];
-      carry = c == 1 ? total : mobius_compose(total, carry);
-      carries[base + static_cast<long long>(c) * L + i] = carry;
+    mobius_f32 carry = totals[base + i];  // carry[1] = total[0]
+    carries[base + L + i] = carry;
+    for (int c = 2; c < chunks; c += batch) {
+      mobius_f32 total[batch];
+#pragma unroll
+      for (int u = 0; u < batch; ++u)
+        if (c + u < chunks) total[u] = totals[base + static_cast<long long>(c + u - 1) * L + i];
+#pragma unroll
+      for (int u = 0; u < batch; ++u)
+        if (c + u < chunks) {
+          carry = mobius_compose(total[u], carry);
+          carries[base + static_cast<long long>(c + u) * L + i] = carry;
+        }
     }
   }
 }
 
 /// emit: every token's prediction, gain and readout variance; the final covariance at the end.
-template <class In, kdn_form Form>
+template <class In, kdn_form Form, int J>
 __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
     kdn_gain_emit(const kdn_gain_problem p, const mobius_f32* carries, int chunks) {
   const int lane = threadIdx.x, chunk = blockIdx.x * warps_per_block + threadIdx.y;
@@ -157,11 +168,10 @@ __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
   const int K = p.key_dim, L = lanes_of<Form>(K);
   const float mu = in.mu();
   const mobius_f32* carry = carries + ((b * HV + h) * chunks + chunk) * L;
-  mobius_f32 local[channels_per_lane], leaf[channels_per_lane];
-  float a[channels_per_lane], omega[channels_per_lane], prior[channels_per_lane], previous[channels_per_lane],
-      covariance[channels_per_lane], predicted[channels_per_lane], key2 = 0.0f;
+  mobius_f32 local[J], leaf[J];
+  float a[J], omega[J], prior[J], previous[J], covariance[J], predicted[J], key2 = 0.0f;
 #pragma unroll
-  for (int j = 0; j < channels_per_lane; ++j) {
+  for (int j = 0; j < J; ++j) {
     const int i = lane + j * kdn_lanes;
     if (i < L) {
       prior[j] = in.prior(i);
@@ -173,9 +183,9 @@ __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
   const long long end = first + kdn_gain_chunk_tokens < T ? first + kdn_gain_chunk_tokens : T;
   for (long long t = first; t < end; ++t) {
     const float r = in.r(t);
-    token_leaves<In, Form>(in, t, lane, mu, r, leaf, a, omega, key2);
+    token_leaves<In, Form, J>(in, t, lane, mu, r, leaf, a, omega, key2);
 #pragma unroll
-    for (int j = 0; j < channels_per_lane; ++j) {
+    for (int j = 0; j < J; ++j) {
       const int i = lane + j * kdn_lanes;
       if (i < L) {
         local[j] = t == first ? leaf[j] : mobius_compose(leaf[j], local[j]);
@@ -189,7 +199,7 @@ __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
     if constexpr (Form == kdn_form::diagonal) {
       float innovation = 0.0f, readout = 0.0f;
 #pragma unroll
-      for (int j = 0; j < channels_per_lane; ++j) {
+      for (int j = 0; j < J; ++j) {
         const int i = lane + j * kdn_lanes;
         if (i < K) {
           innovation = add_rn(innovation, kdn_innovation_term(predicted[j], in.k(t, i)));
@@ -199,7 +209,7 @@ __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
       innovation = add_rn(r, warp_channel_sum(innovation));
       readout = warp_channel_sum(readout);
 #pragma unroll
-      for (int j = 0; j < channels_per_lane; ++j) {
+      for (int j = 0; j < J; ++j) {
         const int i = lane + j * kdn_lanes;
         if (i < K) {
           if (p.predicted_covariance) p.predicted_covariance[row * K + i] = predicted[j];
@@ -210,7 +220,7 @@ __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
     } else {
       float queries = 0.0f;
 #pragma unroll
-      for (int j = 0; j < channels_per_lane; ++j) {
+      for (int j = 0; j < J; ++j) {
         const int i = lane + j * kdn_lanes;
         if (i < K) queries = add_rn(queries, kdn_scaled_query_squared(p.tau, in.q(t, i)));
       }
@@ -224,7 +234,7 @@ __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
   }
   if (chunk == chunks - 1) {
 #pragma unroll
-    for (int j = 0; j < channels_per_lane; ++j) {
+    for (int j = 0; j < J; ++j) {
       const int i = lane + j * kdn_lanes;
       if (i < L) p.final_covariance[(b * HV + h) * L + i] = covariance[j];
     }
@@ -240,7 +250,7 @@ __global__ void kdn_gain_prior(const kdn_gain_problem p) {
   for (int i = threadIdx.x; i < L; i += blockDim.x) p.final_covariance[(b * p.heads + h) * L + i] = in.prior(i);
 }
 
-template <class In, kdn_form Form>
+template <class In, kdn_form Form, int J>
 void launch_typed(const kdn_gain_problem& p, void* scratch) {
   const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
   if (p.tokens == 0) {
@@ -255,19 +265,28 @@ void launch_typed(const kdn_gain_problem& p, void* scratch) {
   const dim3 block(kdn_lanes, warps_per_block),
       grid((chunks + warps_per_block - 1) / warps_per_block, p.heads, p.batch);
   if (chunks > 1) {
-    kdn_gain_map<In, Form><<<grid, block, 0, stream>>>(p, totals, chunks);
+    kdn_gain_map<In, Form, J><<<grid, block, 0, stream>>>(p, totals, chunks);
     check_cuda(cudaGetLastError(), "kdn_gain_map");
     kdn_gain_carry<Form><<<dim3(p.heads, p.batch), kdn_lanes, 0, stream>>>(p, totals, carries, chunks);
     check_cuda(cudaGetLastError(), "kdn_gain_carry");
   }
-  kdn_gain_emit<In, Form><<<grid, block, 0, stream>>>(p, carries, chunks);
+  kdn_gain_emit<In, Form, J><<<grid, block, 0, stream>>>(p, carries, chunks);
   check_cuda(cudaGetLastError(), "kdn_gain_emit");
+}
+
+template <class In, kdn_form Form>
+void launch_channels(const kdn_gain_problem& p, void* scratch) {
+  static_assert(kdn_gain_max_key_dim == 8 * kdn_lanes);
+  if (p.key_dim <= kdn_lanes) return launch_typed<In, Form, 1>(p, scratch);
+  if (p.key_dim <= 2 * kdn_lanes) return launch_typed<In, Form, 2>(p, scratch);
+  if (p.key_dim <= 4 * kdn_lanes) return launch_typed<In, Form, 4>(p, scratch);
+  return launch_typed<In, Form, 8>(p, scratch);
 }
 
 template <class In>
 void launch_form(const kdn_gain_problem& p, void* scratch) {
-  if (p.form == kdn_form::diagonal) return launch_typed<In, kdn_form::diagonal>(p, scratch);
-  return launch_typed<In, kdn_form::isotropic>(p, scratch);
+  if (p.form == kdn_form::diagonal) return launch_channels<In, kdn_form::diagonal>(p, scratch);
+  return launch_channels<In, kdn_form::isotropic>(p, scratch);
 }
 
 }  // namespace
