@@ -16,8 +16,10 @@
 //
 //   kalman-oracle-gpu device        the CUDA device's name, or why there is none (exit 3)
 //   kalman-oracle-gpu validate --model kla [--shape B,T,M,S ...] [--sample-channels N] [--json]
+//   kalman-oracle-gpu validate --model kdn_diagonal|kdn_isotropic [--shape B,T,H,K ...] [--sample-heads N]
 //                                   a kernel at production shapes against the binary64 reference
-//                                   run on the spot (validate_kla.hpp; exit 1 on a failure)
+//                                   run on the spot (validate_kla.hpp, validate_kdn_gain.hpp; exit 1 on
+//                                   a failure)
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -31,6 +33,7 @@
 #include "kalman_oracle/io/safetensors.hpp"
 #include "run_kdn_gain.hpp"
 #include "run_kla.hpp"
+#include "validate_kdn_gain.hpp"
 #include "validate_kla.hpp"
 
 using namespace kalman_oracle;
@@ -53,6 +56,54 @@ int print_device() {
   return 3;
 }
 
+/// Runs a validation, mapping its errors to the documented exit codes.
+template <class Run>
+int validate_with_codes(Run&& run) {
+  try {
+    return run();
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "kalman-oracle-gpu: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kalman-oracle-gpu: %s\n", e.what());
+    return 1;
+  }
+}
+
+/// Whether the kernels can run (or the twin was asked for); prints why not.
+bool device_ready(bool twin) {
+#if defined(KALMAN_ORACLE_GPU_HAVE_CUDA)
+  std::string why;
+  if (!twin && !gpu::cuda_device_available(why)) {
+    std::fprintf(stderr, "kalman-oracle-gpu: validate needs a CUDA device (or --device twin): %s\n", why.c_str());
+    return false;
+  }
+#endif
+  (void)twin;
+  return true;
+}
+
+/// `validate --model kdn_*`: the shapes given (B,T,H,K each), or the production shape, T at the
+/// 64-token chunk edges ± 1, and K around a warp.
+int run_validate_kdn(const std::vector<std::string>& shape_texts, kdn_gain_validate_options options) {
+  for (const std::string& text : shape_texts) {
+    kdn_gain_validate_shape n{};
+    char tail = 0;
+    if (std::sscanf(text.c_str(), "%d,%d,%d,%d%c", &n.B, &n.T, &n.H, &n.K, &tail) != 4 || n.B < 1 || n.T < 0 ||
+        n.H < 1 || n.K < 1 || n.K > gpu::kdn_gain_max_key_dim) {
+      std::fprintf(stderr, "kalman-oracle-gpu: --shape %s: want B,T,H,K with B, H >= 1, T >= 0, 1 <= K <= 256\n",
+                   text.c_str());
+      return 2;
+    }
+    options.shapes.push_back(n);
+  }
+  if (options.shapes.empty())
+    options.shapes = {{2, 16384, 16, 128}, {2, 63, 2, 64},    {2, 64, 2, 64}, {2, 65, 2, 64},
+                      {1, 4095, 2, 128},   {1, 4097, 2, 128}, {1, 300, 3, 7}, {1, 200, 2, 256}};
+  if (!device_ready(options.twin)) return 2;
+  return validate_with_codes([&] { return validate_kdn_gain(options); });
+}
+
 /// `validate`: the shapes given (B,T,M,S each), or the production shape and T at chunk edges ± 1.
 int run_validate(const std::vector<std::string>& shape_texts, kla_validate_options options) {
   for (const std::string& text : shape_texts) {
@@ -69,22 +120,8 @@ int run_validate(const std::vector<std::string>& shape_texts, kla_validate_optio
   if (options.shapes.empty())
     options.shapes = {{8, 4096, 2048, 16}, {2, 15, 40, 16},   {2, 16, 40, 16},  {2, 17, 40, 16},
                       {1, 4095, 64, 16},   {1, 4097, 64, 16}, {2, 300, 33, 64}, {1, 200, 4, 256}};
-#if defined(KALMAN_ORACLE_GPU_HAVE_CUDA)
-  std::string why;
-  if (!options.twin && !gpu::cuda_device_available(why)) {
-    std::fprintf(stderr, "kalman-oracle-gpu: validate needs a CUDA device (or --device twin): %s\n", why.c_str());
-    return 2;
-  }
-#endif
-  try {
-    return validate_kla(options);
-  } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "kalman-oracle-gpu: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "kalman-oracle-gpu: %s\n", e.what());
-    return 1;
-  }
+  if (!device_ready(options.twin)) return 2;
+  return validate_with_codes([&] { return validate_kla(options); });
 }
 
 }  // namespace
@@ -104,9 +141,16 @@ int main(int argc, char** argv) {
   std::string validate_model;
   std::vector<std::string> shape_texts;
   kla_validate_options validate_options;
-  validate->add_option("--model", validate_model, "the model (kla)")->required()->check(CLI::IsMember({"kla"}));
-  validate->add_option("--shape", shape_texts, "B,T,M,S (repeatable; default: the production shape and chunk edges)");
-  validate->add_option("--sample-channels", validate_options.sample_channels, "channels compared per shape")
+  validate->add_option("--model", validate_model, "the model (kla; kdn_diagonal or kdn_isotropic: the gain kernels)")
+      ->required()
+      ->check(CLI::IsMember({"kla", "kdn_diagonal", "kdn_isotropic"}));
+  validate->add_option("--shape", shape_texts,
+                       "B,T,M,S for kla, B,T,H,K for the KDNs (repeatable; default: the production shape and "
+                       "chunk edges)");
+  validate->add_option("--sample-channels", validate_options.sample_channels, "kla: channels compared per shape")
+      ->check(CLI::Range(1, 1 << 20));
+  kdn_gain_validate_options kdn_validate;
+  validate->add_option("--sample-heads", kdn_validate.sample_heads, "kdn_*: heads compared per shape")
       ->check(CLI::Range(1, 1 << 20));
   validate->add_option("--seed", validate_options.seed, "input seed");
   validate->add_option("--threads", validate_options.threads,
@@ -124,6 +168,14 @@ int main(int argc, char** argv) {
   }
   if (app.got_subcommand("device")) return print_device();
   validate_options.twin = validate_device == "twin";
+  if (app.got_subcommand("validate") && validate_model != "kla") {
+    kdn_validate.form = validate_model == "kdn_diagonal" ? gpu::kdn_form::diagonal : gpu::kdn_form::isotropic;
+    kdn_validate.seed = validate_options.seed;
+    kdn_validate.json = validate_options.json;
+    kdn_validate.threads = validate_options.threads;
+    kdn_validate.twin = validate_options.twin;
+    return run_validate_kdn(shape_texts, kdn_validate);
+  }
   if (app.got_subcommand("validate")) return run_validate(shape_texts, validate_options);
   try {
     const safetensors::file f = safetensors::read(fixture);

@@ -29,6 +29,7 @@
 #include "kalman_oracle/gpu/kla_forward.hpp"
 #include "kalman_oracle/gpu/twin/kla_forward_twin.hpp"
 #include "kalman_oracle/models/kla.hpp"
+#include "validate_report.hpp"
 
 namespace kalman_oracle::gpu::tools {
 
@@ -78,14 +79,6 @@ std::vector<int> sample(int M, int count) {
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
-
-struct comparison {
-  std::string output;
-  double worst_share = 0;  ///< largest |kernel − ref| / budget
-  double worst_error = 0, worst_budget = 0;
-  std::string worst_where;
-  std::size_t elements = 0, failures = 0;
-};
 
 }  // namespace
 
@@ -186,19 +179,12 @@ int validate_kla(const kla_validate_options& o) {
           for (long long i = 0; i < inner; ++i) {
             const long long at_kernel = (r * M + channels[j]) * inner + i;
             const std::size_t at_ref = static_cast<std::size_t>(r * inner + i);
-            const double error = std::fabs(static_cast<double>(kernel[at_kernel]) - ref(r_j).data()[at_ref]);
-            const double budget = budget32(r_j).data()[at_ref] + budget64(r_j).data()[at_ref];
-            ++c.elements;
-            const double share = budget > 0 ? error / budget : (error > 0 ? INFINITY : 0);
-            if (!(error <= budget)) ++c.failures;
-            if (!(share <= c.worst_share)) {
-              c.worst_share = share;
-              c.worst_error = error;
-              c.worst_budget = budget;
-              c.worst_where = "batch " + std::to_string(per_state ? r : r / T) +
-                              (per_state ? "" : ", token " + std::to_string(r % T)) + ", channel " +
-                              std::to_string(channels[j]) + (per_state ? ", s " + std::to_string(i) : "");
-            }
+            c.add(kernel[at_kernel], ref(r_j).data()[at_ref],
+                  budget32(r_j).data()[at_ref] + budget64(r_j).data()[at_ref], [&] {
+                    return "batch " + std::to_string(per_state ? r : r / T) +
+                           (per_state ? "" : ", token " + std::to_string(r % T)) + ", channel " +
+                           std::to_string(channels[j]) + (per_state ? ", s " + std::to_string(i) : "");
+                  });
           }
       }
       return c;
@@ -222,39 +208,20 @@ int validate_kla(const kla_validate_options& o) {
             [](const channel_result& r) -> const tensor<double>& { return r.reference.final_eta; },
             [](const channel_result& r) -> const tensor<double>& { return r.bound32.final_eta; },
             [](const channel_result& r) -> const tensor<double>& { return r.bound64.final_eta; }, true)};
+    char label[160];
+    std::snprintf(label, sizeof label, "kla %s B=%d T=%d M=%d S=%d (%zu channels)", o.twin ? "twin" : "kernel", n.B,
+                  n.T, n.M, n.S, N);
     for (const comparison& c : results) {
-      const bool pass = c.failures == 0;
-      if (!pass) status = 1;
-      if (o.json) {
-        nlohmann::json j{
-            {"model", "kla"},
-            {"device", o.twin ? "twin" : "cuda"},
-            {"B", n.B},
-            {"T", n.T},
-            {"M", n.M},
-            {"S", n.S},
-            {"sampled_channels", N},
-            {"output", c.output},
-            {"elements", c.elements},
-            {"failures", c.failures},
-            {"worst_share_of_budget", c.worst_share},
-            {"worst_error", c.worst_error},
-            {"worst_budget", c.worst_budget},
-            {"worst_element", c.worst_where},
-            {"budget", proven_hypotheses ? "binary32 proven bound + binary64 reference bound, on the "
-                                           "binary64 trajectory"
-                                         : "estimate: " + hypothesis_failure},
-            {"verdict", pass ? "PASS" : "FAIL"}};
-        std::printf("%s\n", j.dump().c_str());
-      } else {
-        std::printf(
-            "kla %s B=%d T=%d M=%d S=%d (%zu channels)  %-12s %s  %zu elements, worst %.3g%% of budget "
-            "(error %.3g, budget %.3g, %s)%s\n",
-            o.twin ? "twin" : "kernel", n.B, n.T, n.M, n.S, N, c.output.c_str(), pass ? "PASS" : "FAIL", c.elements,
-            100 * c.worst_share, c.worst_error, c.worst_budget, c.worst_where.c_str(),
-            proven_hypotheses ? "" : "  [budget an estimate: a bound's hypothesis failed]");
-      }
-      std::fflush(stdout);
+      if (!c.pass()) status = 1;
+      print_comparison(c, o.json, label,
+                       {{"model", "kla"},
+                        {"device", o.twin ? "twin" : "cuda"},
+                        {"B", n.B},
+                        {"T", n.T},
+                        {"M", n.M},
+                        {"S", n.S},
+                        {"sampled_channels", N}},
+                       proven_hypotheses ? "" : hypothesis_failure);
     }
   }
   return status;
