@@ -1,5 +1,5 @@
 // The benchmarks' device buffers (docs/kernels.md, "Measured"): inputs filled from a cheap hash
-// (gigabytes of inputs need no random engine), views with explicit strides, and the baseline every
+// (gigabytes of inputs need no random engine), and the baseline every
 // benchmark reports against, a device-to-device copy of the same bytes.
 #pragma once
 
@@ -27,16 +27,6 @@ inline float* device_filled(std::size_t count, unsigned salt, float lo, float hi
   check(cudaMalloc(&ptr, count * sizeof(float)), "cudaMalloc");
   check(cudaMemcpy(ptr, host.data(), count * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
   return ptr;
-}
-
-inline strided_input view(const void* data, long long s0, long long s1, long long s2, long long s3 = 0) {
-  strided_input x;
-  x.data = data;
-  x.stride[0] = s0;
-  x.stride[1] = s1;
-  x.stride[2] = s2;
-  x.stride[3] = s3;
-  return x;
 }
 
 /// Median milliseconds of a device-to-device copy moving `bytes` (half read, half written).

@@ -64,11 +64,11 @@ void kdn_gain_bench(int repeats, const cudaDeviceProp& prop) {
         p.dtype = dtype;
         p.tau = static_cast<float>(std::pow(static_cast<double>(K), -0.5));
         const long long tk = static_cast<long long>(t), h = static_cast<long long>(H), kk = static_cast<long long>(K);
-        p.k = view(k, tk * h * kk, h * kk, kk, 1);
-        p.q = view(q, tk * h * kk, h * kk, kk, 1);
-        p.g = view(g, tk * h * kk, h * kk, kk, 1);
-        p.omega = diagonal ? view(omega, tk * h * kk, h * kk, kk, 1) : view(omega, tk * h, h, 1);
-        p.r = view(r, tk * h, h, 1);
+        p.k = strided_view(k, tk * h * kk, h * kk, kk, 1);
+        p.q = strided_view(q, tk * h * kk, h * kk, kk, 1);
+        p.g = strided_view(g, tk * h * kk, h * kk, kk, 1);
+        p.omega = diagonal ? strided_view(omega, tk * h * kk, h * kk, kk, 1) : strided_view(omega, tk * h, h, 1);
+        p.r = strided_view(r, tk * h, h, 1);
         p.predicted_covariance = predicted;
         p.gain = gain;
         p.readout_variance = readout;

@@ -83,14 +83,19 @@ bool device_ready(bool twin) {
   return true;
 }
 
+/// "a,b,c,d" as four integers (nothing after them), or false.
+bool parse_four(const std::string& text, int& a, int& b, int& c, int& d) {
+  char tail = 0;
+  return std::sscanf(text.c_str(), "%d,%d,%d,%d%c", &a, &b, &c, &d, &tail) == 4;
+}
+
 /// `validate --model kdn_*`: the shapes given (B,T,H,K each), or the production shape, T at the
 /// 64-token chunk edges ± 1, and K around a warp.
 int run_validate_kdn(const std::vector<std::string>& shape_texts, kdn_gain_validate_options options) {
   for (const std::string& text : shape_texts) {
     kdn_gain_validate_shape n{};
-    char tail = 0;
-    if (std::sscanf(text.c_str(), "%d,%d,%d,%d%c", &n.B, &n.T, &n.H, &n.K, &tail) != 4 || n.B < 1 || n.T < 0 ||
-        n.H < 1 || n.K < 1 || n.K > gpu::kdn_gain_max_key_dim) {
+    if (!parse_four(text, n.B, n.T, n.H, n.K) || n.B < 1 || n.T < 0 || n.H < 1 || n.K < 1 ||
+        n.K > gpu::kdn_gain_max_key_dim) {
       std::fprintf(stderr, "kalman-oracle-gpu: --shape %s: want B,T,H,K with B, H >= 1, T >= 0, 1 <= K <= 256\n",
                    text.c_str());
       return 2;
@@ -108,9 +113,8 @@ int run_validate_kdn(const std::vector<std::string>& shape_texts, kdn_gain_valid
 int run_validate(const std::vector<std::string>& shape_texts, kla_validate_options options) {
   for (const std::string& text : shape_texts) {
     kla_validate_shape n{};
-    char tail = 0;
-    if (std::sscanf(text.c_str(), "%d,%d,%d,%d%c", &n.B, &n.T, &n.M, &n.S, &tail) != 4 || n.B < 1 || n.T < 0 ||
-        n.M < 1 || n.S < 1 || n.S > gpu::kla_forward_max_state) {
+    if (!parse_four(text, n.B, n.T, n.M, n.S) || n.B < 1 || n.T < 0 || n.M < 1 || n.S < 1 ||
+        n.S > gpu::kla_forward_max_state) {
       std::fprintf(stderr, "kalman-oracle-gpu: --shape %s: want B,T,M,S with B, M >= 1, T >= 0, 1 <= S <= 256\n",
                    text.c_str());
       return 2;

@@ -66,16 +66,6 @@ kdn_validate_inputs draw(const kdn_gain_validate_shape& n, long long L, unsigned
   return x;
 }
 
-strided_input contiguous(const std::vector<float>& x, long long s0, long long s1, long long s2, long long s3 = 0) {
-  strided_input view;
-  view.data = x.data();
-  view.stride[0] = s0;
-  view.stride[1] = s1;
-  view.stride[2] = s2;
-  view.stride[3] = s3;
-  return view;
-}
-
 /// One head's reference outputs and bounds, as plain tensors (both forms).
 struct head_result {
   tensor<double> predicted, gain, readout, final_covariance;  // reference
@@ -132,12 +122,13 @@ int validate_kdn_gain(const kdn_gain_validate_options& o) {
     p.heads = n.H;
     p.key_dim = n.K;
     p.tau = static_cast<float>(std::pow(static_cast<double>(K), -0.5));
-    p.q = contiguous(x.q, T * H * K, H * K, K, 1);
-    p.k = contiguous(x.k, T * H * K, H * K, K, 1);
-    p.g = contiguous(x.g, T * H * K, H * K, K, 1);
-    p.omega = diagonal ? contiguous(x.omega, T * H * K, H * K, K, 1) : contiguous(x.omega, T * H, H, 1);
-    p.r = contiguous(x.r, T * H, H, 1);
-    p.initial_covariance = diagonal ? contiguous(x.prior, H * K, K, 1) : contiguous(x.prior, H, 1, 0);
+    p.q = strided_view(x.q.data(), T * H * K, H * K, K, 1);
+    p.k = strided_view(x.k.data(), T * H * K, H * K, K, 1);
+    p.g = strided_view(x.g.data(), T * H * K, H * K, K, 1);
+    p.omega =
+        diagonal ? strided_view(x.omega.data(), T * H * K, H * K, K, 1) : strided_view(x.omega.data(), T * H, H, 1);
+    p.r = strided_view(x.r.data(), T * H, H, 1);
+    p.initial_covariance = diagonal ? strided_view(x.prior.data(), H * K, K, 1) : strided_view(x.prior.data(), H, 1, 0);
     p.predicted_covariance = predicted.data();
     p.gain = gain.data();
     p.readout_variance = readout.data();

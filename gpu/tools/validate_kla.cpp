@@ -60,16 +60,6 @@ kla_validate_inputs draw(const kla_validate_shape& n, unsigned seed) {
   return x;
 }
 
-strided_input contiguous(const std::vector<float>& x, long long s0, long long s1, long long s2, long long s3 = 0) {
-  strided_input view;
-  view.data = x.data();
-  view.stride[0] = s0;
-  view.stride[1] = s1;
-  view.stride[2] = s2;
-  view.stride[3] = s3;
-  return view;
-}
-
 /// The sampled channels: spread over [0, M), first and last included.
 std::vector<int> sample(int M, int count) {
   std::vector<int> out;
@@ -94,14 +84,14 @@ int validate_kla(const kla_validate_options& o) {
     p.tokens = n.T;
     p.channels = n.M;
     p.state = n.S;
-    p.q = contiguous(x.q, T * S, S, 1);
-    p.k = contiguous(x.k, T * S, S, 1);
-    p.v = contiguous(x.v, T * M, M, 1);
-    p.Lambda = contiguous(x.Lambda, T * M, M, 1);
-    p.a_bar = contiguous(x.a_bar, 0, 0, S, 1);
-    p.p_bar = contiguous(x.p_bar, 0, 0, S, 1);
-    p.lambda_0 = contiguous(x.lambda_0, M * S, S, 1);
-    p.eta_0 = contiguous(x.eta_0, M * S, S, 1);
+    p.q = strided_view(x.q.data(), T * S, S, 1);
+    p.k = strided_view(x.k.data(), T * S, S, 1);
+    p.v = strided_view(x.v.data(), T * M, M, 1);
+    p.Lambda = strided_view(x.Lambda.data(), T * M, M, 1);
+    p.a_bar = strided_view(x.a_bar.data(), 0, 0, S, 1);
+    p.p_bar = strided_view(x.p_bar.data(), 0, 0, S, 1);
+    p.lambda_0 = strided_view(x.lambda_0.data(), M * S, S, 1);
+    p.eta_0 = strided_view(x.eta_0.data(), M * S, S, 1);
     p.y = y.data();
     p.y_var = y_var.data();
     p.final_lambda = final_lambda.data();

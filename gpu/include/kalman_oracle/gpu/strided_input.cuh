@@ -19,6 +19,18 @@ KALMAN_ORACLE_HD long long offset_of(const strided_input& x, long long i0, long 
   return i0 * x.stride[0] + i1 * x.stride[1] + i2 * x.stride[2] + i3 * x.stride[3];
 }
 
+/// A view of `data` with the given strides (in elements), for host code that lays out its own inputs
+/// (validate, the benchmarks).
+inline strided_input strided_view(const void* data, long long s0, long long s1, long long s2, long long s3 = 0) {
+  strided_input x;
+  x.data = data;
+  x.stride[0] = s0;
+  x.stride[1] = s1;
+  x.stride[2] = s2;
+  x.stride[3] = s3;
+  return x;
+}
+
 /// The element at `offset`, widened to binary32 (exact).
 template <class In>
 KALMAN_ORACLE_HD float load_widened(const strided_input& x, long long offset) {
