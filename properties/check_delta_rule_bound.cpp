@@ -89,10 +89,7 @@ TEST_SUITE("error_bound") {
       const auto exact = fixed_gain_forward(in);
       const auto bound = check::delta_rule_bound(in);
       RC_ASSERT(bound.hypothesis_failure.empty());
-      assert_within_bound(single.o, exact.o, bound.o, 1.0);
-      assert_within_bound(single.final_state, exact.final_state, bound.final_state, 1.0);
-      assert_within_bound(dbl.o, exact.o, bound.o, 0x1p-29);
-      assert_within_bound(dbl.final_state, exact.final_state, bound.final_state, 0x1p-29);
+      assert_memory_outputs_within_bound(single, dbl, exact, bound);
     });
   }
 }

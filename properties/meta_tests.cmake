@@ -52,10 +52,12 @@ set(KALMAN_ORACLE_META_TESTS
   dense_gain_after_write:models_cross
   # error_bound: the per-element error bounds hold for honest runs (check/delta_rule_bound.hpp)
   delta_bound_forgets_history:error_bound
+  gla_bound_forgets_history:error_bound
   contraction_bound_drops_child:error_bound
   affine_bound_drops_coefficient_error:error_bound
   two_key_bound_forgets_history:error_bound
   running_error_sum_drops_rounding:error_bound
+  memory_error_bound_drops_carried:error_bound
   # rounding: correctly rounded conversions from MPFR (scalar/rounding.hpp)
   round_ties_away:rounding
   # grad: reference adjoints = tape = duals = central differences (reference/include/kalman_oracle/grad/*.hpp)

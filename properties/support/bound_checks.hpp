@@ -62,4 +62,30 @@ void assert_within_bound(const tensor<F>& got, const tensor<mpfr_real>& exact, c
               bound.data()[i] * mpfr_real(factor));
 }
 
+/// A memory model's o and final_state from binary32 and binary64 runs within their per-element bound
+/// (u = 2^-24; binary64 within 2^-29 of it: the bounds divided by u grow with u).
+template <class Single, class Double, class Exact, class Bound>
+void assert_memory_outputs_within_bound(const Single& single, const Double& dbl, const Exact& exact,
+                                        const Bound& bound) {
+  assert_within_bound(single.o, exact.o, bound.o, 1.0);
+  assert_within_bound(single.final_state, exact.final_state, bound.final_state, 1.0);
+  assert_within_bound(dbl.o, exact.o, bound.o, 0x1p-29);
+  assert_within_bound(dbl.final_state, exact.final_state, bound.final_state, 0x1p-29);
+}
+
+/// Every gradient of a binary32 adjoint within twice its first-order running error bound (u = 2^-24;
+/// docs/error-model.md, "Gradients: first-order running error"): `exact` at 256 bits, `first_order`
+/// the same adjoint over running_error<MPFR>, all three by gradient name.
+template <class Gradients, class ExactGradients, class FirstOrderGradients>
+void assert_within_first_order_bound(const Gradients& got, const ExactGradients& exact,
+                                     const FirstOrderGradients& first_order) {
+  for (const auto& g : got.items()) {
+    const auto& x = exact.at(g.name());
+    const auto& e = first_order.at(g.name());
+    tensor<mpfr_real> bound(g.name(), e.shape());
+    for (std::size_t i = 0; i < e.size(); ++i) bound.data()[i] = e.data()[i].error() * mpfr_real(0x1p-23);
+    assert_within_bound(g, x, bound);
+  }
+}
+
 }  // namespace kalman_oracle::testing

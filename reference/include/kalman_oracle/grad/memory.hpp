@@ -38,12 +38,136 @@ struct memory_head {
   std::vector<T> initial_state;                      // S_0, K x V
 };
 
+template <class B>
+class running_error;  // scalar/running_error.hpp
+
+/// The hook through which a scalar type that carries an error bound replaces the entrywise
+/// propagation of the memory's steps by a norm-wise one (one object per state: S forward, dS in
+/// reverse): step() is told that `after` = step(`before`) for token t of a K x V state (`step`
+/// recomputes it from any state). Plain scalars have nothing to bound.
+template <class T>
+struct memory_error_bound {
+  template <class Step>
+  void step(const memory_head<T>&, std::size_t, const std::vector<T>&, std::vector<T>&, Step&&) {}
+};
+
+/// The first-order running error (scalar/running_error.hpp, docs/error-model.md, "Gradients:
+/// first-order running error"). Per operation it carries the delta step's errors through
+/// |I − w eᵀ| entry by entry, which grows like (1 + β‖k‖₁²)^t although the exact step is
+/// non-expansive (DeltaNet at T = 1000 reached 10⁶⁹ u). Both steps act on each column j of the
+/// state alone, by A_t = (I − w_t e_tᵀ) diag(α_t) (forward) or its transpose (adjoint), so the
+/// error after the step is A_t ε + ℓ, ℓ the step's own first-order error with an exact `before`
+/// (the step recomputed on the values, errors of w, e, α, v included). This carries a bound N_j on
+/// ‖ε_j‖₂ per column from step to step (entry bounds would lose √K every step):
+///     N_j ← ‖A_t‖₂ N_j + ‖err(ℓ)_j‖₂,   and each entry's bound is min(entrywise, ‖A_t‖₂ N_j + err(ℓ)_ij).
+/// Whatever the caller does to the state between steps (the adjoint adds τ q do_tᵀ) shows as the
+/// growth of the entries' bounds since the last step, which is added to N_j in 2-norm.
+template <class B>
+struct memory_error_bound<running_error<B>> {
+  std::vector<B> column_norm;  ///< N_j; empty before the first step (then ‖err(before)_j‖₂)
+  std::vector<B> entry_error;  ///< the entries' bounds as the last step left them
+
+  template <class Step>
+  void step(const memory_head<running_error<B>>& m, std::size_t t, const std::vector<running_error<B>>& before,
+            std::vector<running_error<B>>& after, Step&& recompute) {
+    using std::sqrt;
+    const std::size_t K = m.key_dim, V = m.value_dim;
+    const B norm = operator_norm(m, t);
+    std::vector<running_error<B>> exact_before(before.size());
+    for (std::size_t x = 0; x < before.size(); ++x) exact_before[x] = running_error<B>(before[x].value());
+    const std::vector<running_error<B>> local = recompute(exact_before);
+    const bool first = column_norm.empty();
+    column_norm.resize(V);
+    entry_error.resize(K * V);
+    for (std::size_t j = 0; j < V; ++j) {
+      B entries(0), growth(0), local_norm(0), after_entries(0);
+      for (std::size_t i = 0; i < K; ++i) {
+        const B& e = before[i * V + j].error();
+        entries += e * e;
+        if (!first && e > entry_error[i * V + j]) growth += (e - entry_error[i * V + j]) * (e - entry_error[i * V + j]);
+        local_norm += local[i * V + j].error() * local[i * V + j].error();
+      }
+      B carried = sqrt(entries);
+      if (!first && column_norm[j] + sqrt(growth) < carried) carried = column_norm[j] + sqrt(growth);
+      // (Planted bug memory_error_bound_drops_carried: the error carried into the step forgotten.)
+      carried = KALMAN_ORACLE_MUTANT(memory_error_bound_drops_carried, B(carried * norm), B(0));
+      for (std::size_t i = 0; i < K; ++i) {
+        running_error<B>& x = after[i * V + j];
+        const B normwise = carried + local[i * V + j].error();
+        if (normwise < x.error()) x = running_error<B>(x.value(), normwise);
+        entry_error[i * V + j] = x.error();
+        after_entries += x.error() * x.error();
+      }
+      column_norm[j] = carried + sqrt(local_norm);
+      if (sqrt(after_entries) < column_norm[j]) column_norm[j] = sqrt(after_entries);
+    }
+  }
+
+  /// ‖A_t‖₂ <= max α · ‖I − w eᵀ‖₂; ‖I − w eᵀ‖₂² = (Σ + √(Σ² − 4(1 − s)²)) / 2 with s = eᵀw and
+  /// Σ = 2 − 2s + ‖w‖²‖e‖² (the two singular values on span{w, e}, 1 elsewhere): for the β-form
+  /// rules (w = βk, e = k) max(1, |1 − β‖k‖²|), so 1 when β‖k‖² ∈ [0, 2]; GLA (no erase): max α.
+  static B operator_norm(const memory_head<running_error<B>>& m, std::size_t t) {
+    using std::sqrt;
+    const std::size_t K = m.key_dim;
+    B max_alpha(0), s(0), ww(0), ee(0);
+    for (std::size_t i = 0; i < K; ++i) {
+      const B& a = m.alpha[t * K + i].value();
+      if (a > max_alpha) max_alpha = a;
+      if (!m.erases) continue;
+      const B& w = m.write[t * K + i].value();
+      const B& e = m.erase[t * K + i].value();
+      s += w * e, ww += w * w, ee += e * e;
+    }
+    if (!m.erases) return max_alpha;
+    const B sigma = B(2) - 2 * s + ww * ee, one_minus_s = B(1) - s;
+    B disc = sigma * sigma - 4 * one_minus_s * one_minus_s;
+    if (disc < 0) disc = B(0);
+    const B norm_squared = (sigma + sqrt(disc)) / 2;
+    return norm_squared > 1 ? B(max_alpha * sqrt(norm_squared)) : max_alpha;
+  }
+};
+
 template <class T>
 struct memory_head_gradients {
   std::vector<T> alpha, erase, write, value, query;  // dL/d(each), same layout as memory_head
   std::vector<T> initial_state;                      // dL/dS_0
   T tau{0};
 };
+
+/// S_t from S_{t−1} (the forward step above, in its order), for memory_error_bound.
+template <class T>
+std::vector<T> memory_forward_step(const memory_head<T>& m, std::size_t t, const std::vector<T>& from) {
+  const std::size_t K = m.key_dim, V = m.value_dim;
+  std::vector<T> hat = from;
+  for (std::size_t i = 0; i < K; ++i)
+    for (std::size_t j = 0; j < V; ++j) hat[i * V + j] *= m.alpha[t * K + i];
+  std::vector<T> next = hat;
+  for (std::size_t j = 0; j < V; ++j) {
+    T predicted(0);
+    if (m.erases)
+      for (std::size_t i = 0; i < K; ++i) predicted += hat[i * V + j] * m.erase[t * K + i];
+    const T residual = m.value[t * V + j] - predicted;
+    for (std::size_t i = 0; i < K; ++i) next[i * V + j] += m.write[t * K + i] * residual;
+  }
+  return next;
+}
+
+/// dS_{t−1} from dS_t after the readout's term (the reverse step above: dŜ = dS − e (dSᵀw)ᵀ, then
+/// diag(α) dŜ), for memory_error_bound.
+template <class T>
+std::vector<T> memory_adjoint_step(const memory_head<T>& m, std::size_t t, const std::vector<T>& from) {
+  const std::size_t K = m.key_dim, V = m.value_dim;
+  std::vector<T> d = from;
+  if (m.erases)
+    for (std::size_t j = 0; j < V; ++j) {
+      T r(0);
+      for (std::size_t i = 0; i < K; ++i) r += from[i * V + j] * m.write[t * K + i];
+      for (std::size_t i = 0; i < K; ++i) d[i * V + j] -= m.erase[t * K + i] * r;
+    }
+  for (std::size_t i = 0; i < K; ++i)
+    for (std::size_t j = 0; j < V; ++j) d[i * V + j] *= m.alpha[t * K + i];
+  return d;
+}
 
 /// The memory adjoint of one head (see above). `d_output` is do [t * V + j] (empty: zero) and
 /// `d_final_state` dS_T (K x V; empty: zero).
@@ -53,6 +177,7 @@ memory_head_gradients<T> memory_backward(const memory_head<T>& m, std::span<cons
   const std::size_t N = m.tokens, K = m.key_dim, V = m.value_dim;
   // Forward, storing S_0..S_N and Ŝ_1..Ŝ_N and the residuals.
   std::vector<std::vector<T>> S(N + 1), S_hat(N), residual(N);
+  memory_error_bound<T> state_error, adjoint_error;
   S[0] = m.initial_state;
   for (std::size_t t = 0; t < N; ++t) {
     S_hat[t] = S[t];
@@ -68,6 +193,7 @@ memory_head_gradients<T> memory_backward(const memory_head<T>& m, std::span<cons
     S[t + 1] = S_hat[t];
     for (std::size_t i = 0; i < K; ++i)
       for (std::size_t j = 0; j < V; ++j) S[t + 1][i * V + j] += m.write[t * K + i] * residual[t][j];
+    state_error.step(m, t, S[t], S[t + 1], [&](const std::vector<T>& from) { return memory_forward_step(m, t, from); });
   }
 
   memory_head_gradients<T> g;
@@ -97,6 +223,7 @@ memory_head_gradients<T> memory_backward(const memory_head<T>& m, std::span<cons
       }
     }
     // S_t = Ŝ_t + w_t res_tᵀ, res_t = v_t − Ŝ_tᵀ e_t (GLA: res_t = v_t).
+    const std::vector<T> dS_t = dS;  // for memory_error_bound below
     for (std::size_t i = 0; i < K; ++i) {
       T dw(0);
       for (std::size_t j = 0; j < V; ++j) dw += dS[i * V + j] * residual[t][j];
@@ -124,6 +251,7 @@ memory_head_gradients<T> memory_backward(const memory_head<T>& m, std::span<cons
       g.alpha[t * K + i] += da;
       for (std::size_t j = 0; j < V; ++j) dS[i * V + j] *= m.alpha[t * K + i];
     }
+    adjoint_error.step(m, t, dS_t, dS, [&](const std::vector<T>& from) { return memory_adjoint_step(m, t, from); });
   }
   g.initial_state = std::move(dS);
   return g;
