@@ -1,19 +1,23 @@
 // The memory models' gradient budgets (docs/error-model.md, "Gradients: first-order running error"):
 // the reference's adjoint over running_error<MPFR> bounds, to first order, the same adjoint run in
 // binary32; the fixtures store twice that, and this is their claim, checked element by element on
-// long sequences against 256-bit results, for the fixed-gain family (GLA, DeltaNet, GDN, KDA) and
-// the dense filter (moment form; its information form has the same adjoint, grad/dense.hpp).
+// long sequences against 256-bit results, for the fixed-gain family (GLA, DeltaNet, GDN, KDA), both
+// KDNs and the dense filter (moment form; its information form has the same adjoint, grad/dense.hpp).
 //
 // The delta step's errors are carried norm-wise (grad/memory.hpp, memory_error_bound): the planted
 // bug memory_error_bound_drops_carried forgets the error carried into a step, which long sequences
-// with weak writes (errors live for many tokens) expose.
+// with weak writes (errors live for many tokens) expose. The KDN covariance update has a rule of its
+// own (scalar/running_error.hpp, kdn_posterior_step): the planted bug
+// kdn_posterior_rule_drops_propagated forgets the predicted covariance's error there.
 #include <cstdint>
 #include <random>
 #include <vector>
 
 #include "bound_checks.hpp"
 #include "kalman_oracle/grad/dense.hpp"
+#include "kalman_oracle/grad/diagonal.hpp"
 #include "kalman_oracle/grad/fixed_gain.hpp"
+#include "kalman_oracle/grad/isotropic.hpp"
 #include "kalman_oracle/scalar/precision_scope.hpp"
 #include "kalman_oracle/scalar/running_error.hpp"
 #include "rapidcheck_doctest.hpp"
@@ -88,6 +92,34 @@ cotangents<T> cotangents_of(const float_problem& p) {
   return {as_tensor<T>("o", {1, p.T, 1, p.V}, p.d_o), as_tensor<T>("final_state", {1, 1, p.K, p.V}, p.d_state)};
 }
 
+/// A KDN's inputs (the isotropic one reads ω per head: the first T of p.omega).
+template <class Inputs, class T>
+Inputs kdn_inputs_of(const float_problem& p, bool isotropic) {
+  Inputs in;
+  in.q = as_tensor<T>("q", {1, p.T, 1, p.K}, p.q);
+  in.k = as_tensor<T>("k", {1, p.T, 1, p.K}, p.k);
+  in.v = as_tensor<T>("v", {1, p.T, 1, p.V}, p.v);
+  in.g = as_tensor<T>("g", {1, p.T, 1, p.K}, p.g);
+  in.omega = isotropic ? as_tensor<T>("omega", {1, p.T, 1},
+                                      std::vector<float>(p.omega.begin(), p.omega.begin() + static_cast<long>(p.T)))
+                       : as_tensor<T>("omega", {1, p.T, 1, p.K}, p.omega);
+  in.r = as_tensor<T>("r", {1, p.T, 1}, p.r);
+  in.initial_state = as_tensor<T>("initial_state", {1, 1, p.K, p.V}, p.s0);
+  return in;
+}
+
+/// The KDN cotangents: the memory's and the covariance path's (readout variance, final covariance).
+template <class T>
+cotangents<T> kdn_cotangents_of(const float_problem& p, bool isotropic) {
+  cotangents<T> c = cotangents_of<T>(p);
+  c.set(as_tensor<T>("readout_variance", {1, p.T, 1},
+                     std::vector<float>(p.d_o.begin(), p.d_o.begin() + static_cast<long>(p.T))));
+  c.set(
+      as_tensor<T>("final_covariance", isotropic ? shape_t{1, 1} : shape_t{1, 1, p.K},
+                   std::vector<float>(p.d_state.begin(), p.d_state.begin() + static_cast<long>(isotropic ? 1 : p.K))));
+  return c;
+}
+
 /// Every gradient of the binary32 adjoint within twice its first-order bound (u = 2^-24).
 template <class Backward>
 void assert_gradients_within_first_order_bound(Backward&& backward) {
@@ -116,6 +148,34 @@ TEST_SUITE("error_bound") {
       for (std::size_t t = 0; t < T; ++t) p.beta.push_back(uniform_float(rng, 0, beta_hi));
       assert_gradients_within_first_order_bound(
           [&]<class R>(R) { return fixed_gain_backward(fixed_gain_inputs_of<R>(p), cotangents_of<R>(p)); });
+    });
+  }
+
+  TEST_CASE("error_bound: the binary32 KDN adjoints within twice their first-order running error bound") {
+    check_property("kdn_gradient_first_order_bound_holds", [] {
+      const bool isotropic = *rc::gen::arbitrary<bool>();
+      const std::size_t T = *rc::gen::inRange<std::size_t>(1, 200);
+      const std::size_t K = *rc::gen::inRange<std::size_t>(1, 9);
+      const std::size_t V = *rc::gen::inRange<std::size_t>(1, 4);
+      const double gate_lo = *rc::gen::element(0.0, -1e-3, -1.0);
+      // Observation noise from tiny (gains near projections) to huge (the covariance barely contracts,
+      // so its errors add up over the tokens); process noise or none.
+      const double r_lo = *rc::gen::element(1e-4, 0.1, 10.0, 1e3);
+      const bool process_noise = *rc::gen::arbitrary<bool>();
+      float_problem p = draw_common(T, K, V, gate_lo, *rc::gen::arbitrary<std::uint64_t>());
+      std::mt19937_64 rng(T * 15485863 + K);
+      for (std::size_t t = 0; t < T; ++t) p.r.push_back(uniform_float(rng, r_lo, 10 * r_lo));
+      for (std::size_t n = 0; n < T * K; ++n) p.omega.push_back(process_noise ? uniform_float(rng, 1e-3, 0.1) : 0.f);
+      if (isotropic)
+        assert_gradients_within_first_order_bound([&]<class R>(R) {
+          return isotropic_kdn_backward(kdn_inputs_of<isotropic_kdn_inputs<R>, R>(p, true),
+                                        kdn_cotangents_of<R>(p, true));
+        });
+      else
+        assert_gradients_within_first_order_bound([&]<class R>(R) {
+          return diagonal_kdn_backward(kdn_inputs_of<diagonal_kdn_inputs<R>, R>(p, false),
+                                       kdn_cotangents_of<R>(p, false));
+        });
     });
   }
 

@@ -75,7 +75,10 @@ void assert_memory_outputs_within_bound(const Single& single, const Double& dbl,
 
 /// Every gradient of a binary32 adjoint within twice its first-order running error bound (u = 2^-24;
 /// docs/error-model.md, "Gradients: first-order running error"): `exact` at 256 bits, `first_order`
-/// the same adjoint over running_error<MPFR>, all three by gradient name.
+/// the same adjoint over running_error<MPFR>, all three by gradient name. The bound's model has no
+/// underflow (the fixtures say so in its hypotheses); strong decays drive some gradients into
+/// binary32's subnormal range, so each element is allowed 2^-120 absolute besides (64 times binary32's
+/// smallest normal number; nothing else is loosened).
 template <class Gradients, class ExactGradients, class FirstOrderGradients>
 void assert_within_first_order_bound(const Gradients& got, const ExactGradients& exact,
                                      const FirstOrderGradients& first_order) {
@@ -83,7 +86,8 @@ void assert_within_first_order_bound(const Gradients& got, const ExactGradients&
     const auto& x = exact.at(g.name());
     const auto& e = first_order.at(g.name());
     tensor<mpfr_real> bound(g.name(), e.shape());
-    for (std::size_t i = 0; i < e.size(); ++i) bound.data()[i] = e.data()[i].error() * mpfr_real(0x1p-23);
+    for (std::size_t i = 0; i < e.size(); ++i)
+      bound.data()[i] = e.data()[i].error() * mpfr_real(0x1p-23) + mpfr_real(0x1p-120);
     assert_within_bound(g, x, bound);
   }
 }

@@ -72,7 +72,7 @@ gradients<T> diagonal_kdn_backward(const diagonal_kdn_inputs<T>& inputs, const c
           const std::size_t x = t * K + i;
           m.write[x] = predicted[x] * m.erase[x] / den;
           info[x] = mu * m.erase[x] * m.erase[x] / r;
-          cov[(t + 1) * K + i] = predicted[x] / (T(1) + info[x] * predicted[x]);
+          cov[(t + 1) * K + i] = kdn_posterior_step(predicted[x], info[x]);
         }
       }
       memory_head_gradients<T> gm = detail::grad::kdn_memory_backward(m, cots, b, h);

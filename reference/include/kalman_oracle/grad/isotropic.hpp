@@ -73,7 +73,7 @@ gradients<T> isotropic_kdn_backward(const isotropic_kdn_inputs<T>& inputs, const
         q2[t] = query2;
         predicted[t] = a[t] * cov[t] + pb.omega(b, t, h);
         c[t] = mu * key2 / (channels * r);
-        cov[t + 1] = predicted[t] / (T(1) + c[t] * predicted[t]);
+        cov[t + 1] = kdn_posterior_step(predicted[t], c[t]);
         beta[t] = predicted[t] / (r + predicted[t] * key2);
         for (std::size_t i = 0; i < K; ++i) m.write[t * K + i] = beta[t] * m.erase[t * K + i];
       }

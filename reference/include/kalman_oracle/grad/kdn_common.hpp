@@ -19,6 +19,17 @@
 
 namespace kalman_oracle {
 
+/// The KDN covariance update b = b̂ / (1 + c b̂) (docs/math.md §4, §5: c = μ k_i²/r per channel for
+/// the diagonal model, μ‖k‖²/(K r) for the isotropic one), in the models' order. A function of its
+/// own so that a scalar type may give the step a rule: the first-order running error
+/// (scalar/running_error.hpp) carries b̂'s error by the exact derivative 1/(1 + c b̂)² (the
+/// contraction), which the rule per operation cannot see (it adds the numerator's and the
+/// denominator's relative errors, and grows like Π(1 + c b̂/(1 + c b̂)) over the tokens).
+template <class T>
+T kdn_posterior_step(const T& predicted, const T& c) {
+  return predicted / (T(1) + c * predicted);
+}
+
 namespace detail::grad {
 
 /// The cotangents of a KDN's outputs (nullptr: none given, a zero cotangent).

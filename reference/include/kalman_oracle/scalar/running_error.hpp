@@ -135,6 +135,23 @@ running_error<B> kla_precision_step(const running_error<B>& lambda_prev, const r
   return {std::move(v), propagated + local};
 }
 
+/// The KDN covariance update b̂ / (1 + c b̂) (grad/kdn_common.hpp, kdn_posterior_step) as one rule:
+/// the inputs' errors through the exact derivatives (∂/∂b̂ = 1/den², ∂/∂c = −b̂²/den², den = 1 + c b̂),
+/// plus the step's own roundings to first order (c b̂ and the sum: den's relative error, carried into
+/// the quotient; the quotient).
+template <class B>
+running_error<B> kdn_posterior_step(const running_error<B>& predicted, const running_error<B>& c) {
+  using std::abs;
+  const B& p = predicted.value();
+  const B cp = c.value() * p, den = 1 + cp, den2 = den * den;
+  B v = p / den;
+  // (Planted bug kdn_posterior_rule_drops_propagated: the predicted covariance's error forgotten.)
+  const B propagated = KALMAN_ORACLE_MUTANT(kdn_posterior_rule_drops_propagated, B(predicted.error() / den2), B(0)) +
+                       p * p / den2 * c.error();
+  const B local = abs(v) * ((abs(cp) + abs(den)) / abs(den) + 1);
+  return {std::move(v), propagated + local};
+}
+
 template <class B>
 struct scalar_traits<running_error<B>> {
   using base = scalar_traits<B>;
