@@ -98,8 +98,7 @@ TEST_SUITE("error_bound") {
         cs.push_back(uniform_float(rng, 0, c_hi));
       }
       const auto run = [&]<class R>(R b) {
-        for (std::size_t t = 0; t < T; ++t)
-          b = kdn_posterior_step(R(as[t]) * b + R(omegas[t]), R(cs[t]));
+        for (std::size_t t = 0; t < T; ++t) b = kdn_posterior_step(R(as[t]) * b + R(omegas[t]), R(cs[t]));
         return b;
       };
       const float got = run(1.f);
