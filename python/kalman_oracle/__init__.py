@@ -97,7 +97,7 @@ def find_tool(tool=None):
 
 class CheckReport:
     """The tool's verdict on one candidate: `passed` (every checked output within its budget; with
-    strict=True an UNVERIFIED output fails too), `outputs` (name -> the tool's JSON entry: verdict,
+    strict=True a SUSPECT or UNVERIFIED output fails too), `outputs` (name -> the tool's JSON entry: verdict,
     max_error, budget, worst element, ...), `json` (the whole report) and `table` (the tool's table,
     as printed without --json)."""
 

@@ -205,7 +205,7 @@ def metadata_agrees_with_data(meta, tensors):
     outputs = meta.get("outputs", {})
     derived = set(meta.get("cotangents", {}))
     for name in outputs:
-        derived |= {name, name + ".scale", name + ".bound", name + ".residual_sign"}
+        derived |= {name, name + ".scale", name + ".bound", name + ".typical", name + ".residual_sign"}
     unlisted = sorted(set(tensors) - derived - set(inputs))
     if unlisted:
         problems.append(f"metadata inputs: the file has inputs the metadata does not list: {unlisted}")
