@@ -205,7 +205,8 @@ def metadata_agrees_with_data(meta, tensors):
     outputs = meta.get("outputs", {})
     derived = set(meta.get("cotangents", {}))
     for name in outputs:
-        derived |= {name, name + ".scale", name + ".bound", name + ".typical", name + ".residual_sign"}
+        derived |= {name, name + ".scale", name + ".bound", name + ".typical", name + ".residual_sign",
+                    name + ".tc_bound", name + ".tc_operand_bound", name + ".tc_typical"}
     unlisted = sorted(set(tensors) - derived - set(inputs))
     if unlisted:
         problems.append(f"metadata inputs: the file has inputs the metadata does not list: {unlisted}")

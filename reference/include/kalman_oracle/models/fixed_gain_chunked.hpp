@@ -30,6 +30,12 @@
 // range for it, binary64 overflows when a chunk's gates sum below about −709, as fla's would
 // without its gate clamp). Linear decays use the cumulative product and its reciprocal,
 // ρ_tj = Γ_t · (1/Γ_j): exact over rationals (Γ_j > 0 since every α ∈ (0, 1]).
+//
+// Tensor cores (scalar/operand_rounding.hpp; docs/error-model.md, "Tensor-core tiers"): every operand
+// of the matrix products A, 𝒯X, 𝒯Y, WS, the inter-chunk read (Γ ⊙ τQ) S, the scores, scores · Ũ and
+// the carry passes through round_operand, the identity unless a tensor_core_scope is open. The
+// products whose factors are formed inside a product (A's and the scores' ρ_tj w_j) are then
+// associated as a kernel forms them, (ρ w) first; without a scope every bit is as before.
 #pragma once
 
 #include <algorithm>
@@ -41,6 +47,7 @@
 #include "kalman_oracle/detail/parallel_for.hpp"
 #include "kalman_oracle/models/fixed_gain.hpp"
 #include "kalman_oracle/models/gates.hpp"
+#include "kalman_oracle/scalar/operand_rounding.hpp"
 
 namespace kalman_oracle {
 
@@ -129,6 +136,7 @@ wy_chunk<T> wy_chunk_forward(const problem<T>& p, std::size_t b, std::size_t h, 
   c.gamma = std::move(decays.gamma);
   c.gamma_inv = std::move(decays.gamma_inv);
 
+  const bool tensor_core = tensor_core_active<T>();
   // 𝒯 = (I + A)⁻¹ with A_tj = r_t e_tᵀ diag(ρ_tj) w_j (j < t): forward substitution on the
   // columns of the identity, 𝒯_jj = 1, 𝒯_tj = −Σ_{j≤m<t} A_tm 𝒯_mj. GLA: A = 0, 𝒯 = I.
   c.Tm.assign(n, std::vector<T>(n, T(0)));
@@ -138,7 +146,11 @@ wy_chunk<T> wy_chunk_forward(const problem<T>& p, std::size_t b, std::size_t h, 
       for (std::size_t t = 0; t < n; ++t)
         for (std::size_t j = 0; j < t; ++j) {
           T dot(0);
-          for (std::size_t i = 0; i < K; ++i) dot += c.e[t][i] * c.ratio(t, j, i) * c.w[j][i];
+          if (tensor_core)  // the operands: e_t and ρ_tj ⊙ w_j
+            for (std::size_t i = 0; i < K; ++i)
+              dot += round_operand(c.e[t][i]) * round_operand(T(c.ratio(t, j, i) * c.w[j][i]));
+          else
+            for (std::size_t i = 0; i < K; ++i) dot += c.e[t][i] * c.ratio(t, j, i) * c.w[j][i];
           A[t][j] = c.r[t] * dot;
         }
     for (std::size_t j = 0; j < n; ++j) {
@@ -164,13 +176,13 @@ wy_chunk<T> wy_chunk_forward(const problem<T>& p, std::size_t b, std::size_t h, 
   c.U.assign(n, std::vector<T>(V, T(0)));
   for (std::size_t t = 0; t < n; ++t)
     for (std::size_t m = 0; m <= t; ++m) {
-      for (std::size_t j = 0; j < V; ++j) c.U[t][j] += c.Tm[t][m] * c.Y[m][j];
-      for (std::size_t i = 0; i < K; ++i) c.W[t][i] += c.Tm[t][m] * c.X[m][i];
+      for (std::size_t j = 0; j < V; ++j) c.U[t][j] += round_operand(c.Tm[t][m]) * round_operand(c.Y[m][j]);
+      for (std::size_t i = 0; i < K; ++i) c.W[t][i] += round_operand(c.Tm[t][m]) * round_operand(c.X[m][i]);
     }
   for (std::size_t t = 0; t < n; ++t)
     for (std::size_t j = 0; j < V; ++j) {
       T ws(0);
-      for (std::size_t i = 0; i < K; ++i) ws += c.W[t][i] * S[i * V + j];
+      for (std::size_t i = 0; i < K; ++i) ws += round_operand(c.W[t][i]) * round_operand(S[i * V + j]);
       c.U[t][j] -= ws;
     }
   return c;
@@ -186,7 +198,8 @@ std::vector<T> wy_carry(const wy_chunk<T>& c, const std::vector<T>& S, std::size
   for (std::size_t i = 0; i < K; ++i)
     for (std::size_t j = 0; j < V; ++j) {
       T s = c.gamma[last][i] * S[i * V + j];
-      for (std::size_t m = 0; m < carried; ++m) s += c.ratio(last, m, i) * c.w[m][i] * c.U[m][j];
+      for (std::size_t m = 0; m < carried; ++m)
+        s += round_operand(T(c.ratio(last, m, i) * c.w[m][i])) * round_operand(c.U[m][j]);
       next[i * V + j] = s;
     }
   return next;
@@ -198,6 +211,7 @@ void run_head_chunked(const problem<T>& p, std::size_t b, std::size_t h, std::si
                       fixed_gain_outputs<T>& out) {
   const std::size_t K = p.key_dim(), V = p.value_dim(), tokens = p.tokens();
   std::vector<T> S = p.initial_state(b, h);  // the chunk-start state, K x V row-major
+  const bool tensor_core = tensor_core_active<T>();
 
   for (std::size_t c0 = 0; c0 < tokens; c0 += chunk_size) {
     const wy_chunk<T> c = wy_chunk_forward(p, b, h, c0, std::min(chunk_size, tokens - c0), S);
@@ -208,12 +222,16 @@ void run_head_chunked(const problem<T>& p, std::size_t b, std::size_t h, std::si
       std::vector<T> o(V, T(0));
       for (std::size_t i = 0; i < K; ++i) {
         const T qg = c.gamma[t][i] * c.sq[t][i];
-        for (std::size_t j = 0; j < V; ++j) o[j] += S[i * V + j] * qg;
+        for (std::size_t j = 0; j < V; ++j) o[j] += round_operand(S[i * V + j]) * round_operand(qg);
       }
       for (std::size_t m = 0; m <= t; ++m) {
         T score(0);
-        for (std::size_t i = 0; i < K; ++i) score += c.sq[t][i] * c.ratio(t, m, i) * c.w[m][i];
-        for (std::size_t j = 0; j < V; ++j) o[j] += score * c.U[m][j];
+        if (tensor_core)  // the operands: τ q_t and ρ_tm ⊙ w_m
+          for (std::size_t i = 0; i < K; ++i)
+            score += round_operand(c.sq[t][i]) * round_operand(T(c.ratio(t, m, i) * c.w[m][i]));
+        else
+          for (std::size_t i = 0; i < K; ++i) score += c.sq[t][i] * c.ratio(t, m, i) * c.w[m][i];
+        for (std::size_t j = 0; j < V; ++j) o[j] += round_operand(score) * round_operand(c.U[m][j]);
       }
       for (std::size_t j = 0; j < V; ++j) out.o(b, c0 + t, h, j) = o[j];
     }

@@ -33,6 +33,7 @@
 
 #include "kalman_oracle/detail/mutant.hpp"
 #include "kalman_oracle/scalar/dual.hpp"
+#include "kalman_oracle/scalar/operand_rounding.hpp"
 #include "kalman_oracle/scalar/traits.hpp"
 
 namespace kalman_oracle {
@@ -150,6 +151,16 @@ running_error<B> kdn_posterior_step(const running_error<B>& predicted, const run
                        p * p / den2 * c.error();
   const B local = abs(v) * ((abs(cp) + abs(den)) / abs(den) + 1);
   return {std::move(v), propagated + local};
+}
+
+/// A tensor core's operand rounding (scalar/operand_rounding.hpp): |fl_op(x) − x| <= u_op |x|, in
+/// units of u = 2^-24 (the binary32 accumulation's) u_op / u |x|, added to x's bound.
+template <class B>
+running_error<B> round_operand(const running_error<B>& x) {
+  using std::abs;
+  const operand_format f = current_operand_format();
+  if (f == operand_format::none) return x;
+  return {x.value(), x.error() + B(operand_unit_roundoff(f) / 0x1p-24) * abs(x.value())};
 }
 
 template <class B>
