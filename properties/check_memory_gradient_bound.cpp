@@ -9,7 +9,14 @@
 // with weak writes (errors live for many tokens) expose. The KDN covariance update has a rule of its
 // own (scalar/running_error.hpp, kdn_posterior_step): the planted bug
 // kdn_posterior_rule_drops_propagated forgets the predicted covariance's error there.
+//
+// And the forward bound of the tensor-core tiers (docs/error-model.md, "Tensor-core tiers"): the
+// chunked WY form over running_error<double> with bfloat16 operands bounds, to first order, the same
+// form run in binary32 with every matrix-product operand rounded to bfloat16, entry by entry and with
+// the chunk-start state's errors carried norm-wise (models/wy_chunk_error_bound.hpp); the planted
+// bug wy_chunk_bound_drops_carried forgets the error carried into a chunk.
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -18,6 +25,8 @@
 #include "kalman_oracle/grad/diagonal.hpp"
 #include "kalman_oracle/grad/fixed_gain.hpp"
 #include "kalman_oracle/grad/isotropic.hpp"
+#include "kalman_oracle/models/fixed_gain_chunked.hpp"
+#include "kalman_oracle/scalar/operand_rounding.hpp"
 #include "kalman_oracle/scalar/precision_scope.hpp"
 #include "kalman_oracle/scalar/running_error.hpp"
 #include "rapidcheck_doctest.hpp"
@@ -148,6 +157,52 @@ TEST_SUITE("error_bound") {
       for (std::size_t t = 0; t < T; ++t) p.beta.push_back(uniform_float(rng, 0, beta_hi));
       assert_gradients_within_first_order_bound(
           [&]<class R>(R) { return fixed_gain_backward(fixed_gain_inputs_of<R>(p), cotangents_of<R>(p)); });
+    });
+  }
+
+  TEST_CASE("error_bound: the chunked WY form with bfloat16 operands within twice its first-order bound") {
+    check_property("wy_chunk_tensor_core_bound_holds", [] {
+      const auto rule = *rc::gen::element(fixed_gain_rule::gla, fixed_gain_rule::delta_net,
+                                          fixed_gain_rule::gated_delta_net, fixed_gain_rule::kda);
+      const std::size_t T = *rc::gen::inRange<std::size_t>(1, 300);
+      const std::size_t K = *rc::gen::inRange<std::size_t>(1, 9);
+      const std::size_t V = *rc::gen::inRange<std::size_t>(1, 4);
+      const std::size_t chunk = *rc::gen::element<std::size_t>(4, 16, 64);
+      // No decay (where the entrywise bound grows with T), weak and strong decays; weak to full writes.
+      const double beta_hi = *rc::gen::element(0.02, 1.0, 2.0);
+      const double gate_lo = *rc::gen::element(0.0, -1e-3, -1.0);
+      const bool normwise = *rc::gen::arbitrary<bool>();
+      // Every token the same: each chunk then commits the same operand roundings, whose errors the
+      // carry adds up coherently (what exposes a bound that forgets the carried error).
+      const bool repeated = *rc::gen::arbitrary<bool>();
+      float_problem p = draw_common(T, K, V, gate_lo, *rc::gen::arbitrary<std::uint64_t>());
+      p.rule = rule;
+      std::mt19937_64 rng(T * 6151 + K);
+      for (std::size_t t = 0; t < T; ++t) p.beta.push_back(uniform_float(rng, 0, beta_hi));
+      if (repeated)
+        for (std::size_t t = 1; t < T; ++t) {
+          for (std::size_t i = 0; i < K; ++i) p.q[t * K + i] = p.q[i], p.k[t * K + i] = p.k[i], p.g[t * K + i] = p.g[i];
+          for (std::size_t j = 0; j < V; ++j) p.v[t * V + j] = p.v[j];
+          p.beta[t] = p.beta[0];
+        }
+      fixed_gain_outputs<float> got;
+      fixed_gain_outputs<running_error<double>> first_order;
+      {
+        tensor_core_scope operands(operand_format::bf16);
+        got = fixed_gain_chunked_forward(fixed_gain_inputs_of<float>(p), chunk);
+        std::optional<normwise_chunk_bound_scope> carry;
+        if (normwise) carry.emplace();
+        first_order = fixed_gain_chunked_forward(fixed_gain_inputs_of<running_error<double>>(p), chunk);
+      }
+      precision_scope precision(256);
+      const auto exact = fixed_gain_forward(fixed_gain_inputs_of<mpfr_real>(p));
+      const auto twice = [](const tensor<running_error<double>>& e) {
+        tensor<mpfr_real> bound(e.name(), e.shape());
+        for (std::size_t i = 0; i < e.size(); ++i) bound.data()[i] = mpfr_real(e.data()[i].error() * 0x1p-23);
+        return bound;
+      };
+      assert_within_bound(got.o, exact.o, twice(first_order.o));
+      assert_within_bound(got.final_state, exact.final_state, twice(first_order.final_state));
     });
   }
 

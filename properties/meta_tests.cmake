@@ -58,6 +58,7 @@ set(KALMAN_ORACLE_META_TESTS
   two_key_bound_forgets_history:error_bound
   running_error_sum_drops_rounding:error_bound
   memory_error_bound_drops_carried:error_bound
+  wy_chunk_bound_drops_carried:error_bound
   kdn_posterior_rule_drops_propagated:error_bound
   # rounding: correctly rounded conversions from MPFR (scalar/rounding.hpp)
   round_ties_away:rounding

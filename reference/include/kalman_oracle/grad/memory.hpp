@@ -20,6 +20,7 @@
 #include <span>
 #include <vector>
 
+#include "kalman_oracle/algebra/rank_one_update_norm.hpp"
 #include "kalman_oracle/detail/mutant.hpp"
 #include "kalman_oracle/grad/common.hpp"
 #include "kalman_oracle/grad/gates.hpp"
@@ -103,11 +104,9 @@ struct memory_error_bound<running_error<B>> {
     }
   }
 
-  /// ‖A_t‖₂ <= max α · ‖I − w eᵀ‖₂; ‖I − w eᵀ‖₂² = (Σ + √(Σ² − 4(1 − s)²)) / 2 with s = eᵀw and
-  /// Σ = 2 − 2s + ‖w‖²‖e‖² (the two singular values on span{w, e}, 1 elsewhere): for the β-form
-  /// rules (w = βk, e = k) max(1, |1 − β‖k‖²|), so 1 when β‖k‖² ∈ [0, 2]; GLA (no erase): max α.
+  /// ‖A_t‖₂ <= max α · ‖I − w eᵀ‖₂ (algebra/rank_one_update_norm.hpp: for the β-form rules
+  /// max(1, |1 − β‖k‖²|), so 1 when β‖k‖² ∈ [0, 2]); GLA (no erase): max α.
   static B operator_norm(const memory_head<running_error<B>>& m, std::size_t t) {
-    using std::sqrt;
     const std::size_t K = m.key_dim;
     B max_alpha(0), s(0), ww(0), ee(0);
     for (std::size_t i = 0; i < K; ++i) {
@@ -119,11 +118,7 @@ struct memory_error_bound<running_error<B>> {
       s += w * e, ww += w * w, ee += e * e;
     }
     if (!m.erases) return max_alpha;
-    const B sigma = B(2) - 2 * s + ww * ee, one_minus_s = B(1) - s;
-    B disc = sigma * sigma - 4 * one_minus_s * one_minus_s;
-    if (disc < 0) disc = B(0);
-    const B norm_squared = (sigma + sqrt(disc)) / 2;
-    return norm_squared > 1 ? B(max_alpha * sqrt(norm_squared)) : max_alpha;
+    return max_alpha * rank_one_update_norm(s, ww, ee);
   }
 };
 

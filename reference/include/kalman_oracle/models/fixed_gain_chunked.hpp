@@ -47,6 +47,7 @@
 #include "kalman_oracle/detail/parallel_for.hpp"
 #include "kalman_oracle/models/fixed_gain.hpp"
 #include "kalman_oracle/models/gates.hpp"
+#include "kalman_oracle/models/wy_chunk_error_bound.hpp"
 #include "kalman_oracle/scalar/operand_rounding.hpp"
 
 namespace kalman_oracle {
@@ -205,37 +206,52 @@ std::vector<T> wy_carry(const wy_chunk<T>& c, const std::vector<T>& S, std::size
   return next;
 }
 
-/// One (b, h) in chunks of `chunk_size` tokens.
+/// The chunk's outputs (n x V): o_t = Sᵀ (Γ_t ⊙ τ q_t) (inter-chunk) + Σ_{j≤t} [(τ q_t)ᵀ diag(ρ_tj) w_j] ũ_j
+/// (intra-chunk, causal with the diagonal: read after write).
+template <class T>
+std::vector<std::vector<T>> wy_outputs(const wy_chunk<T>& c, const std::vector<T>& S, std::size_t K, std::size_t V) {
+  const bool tensor_core = tensor_core_active<T>();
+  std::vector<std::vector<T>> rows(c.n, std::vector<T>(V, T(0)));
+  for (std::size_t t = 0; t < c.n; ++t) {
+    std::vector<T>& o = rows[t];
+    for (std::size_t i = 0; i < K; ++i) {
+      const T qg = c.gamma[t][i] * c.sq[t][i];
+      for (std::size_t j = 0; j < V; ++j) o[j] += round_operand(S[i * V + j]) * round_operand(qg);
+    }
+    for (std::size_t m = 0; m <= t; ++m) {
+      T score(0);
+      if (tensor_core)  // the operands: τ q_t and ρ_tm ⊙ w_m
+        for (std::size_t i = 0; i < K; ++i)
+          score += round_operand(c.sq[t][i]) * round_operand(T(c.ratio(t, m, i) * c.w[m][i]));
+      else
+        for (std::size_t i = 0; i < K; ++i) score += c.sq[t][i] * c.ratio(t, m, i) * c.w[m][i];
+      for (std::size_t j = 0; j < V; ++j) o[j] += round_operand(score) * round_operand(c.U[m][j]);
+    }
+  }
+  return rows;
+}
+
+/// One (b, h) in chunks of `chunk_size` tokens. A scalar type that carries an error bound is told
+/// of every chunk (models/wy_chunk_error_bound.hpp); plain scalars ignore it.
 template <class T>
 void run_head_chunked(const problem<T>& p, std::size_t b, std::size_t h, std::size_t chunk_size,
                       fixed_gain_outputs<T>& out) {
   const std::size_t K = p.key_dim(), V = p.value_dim(), tokens = p.tokens();
   std::vector<T> S = p.initial_state(b, h);  // the chunk-start state, K x V row-major
-  const bool tensor_core = tensor_core_active<T>();
+  wy_chunk_error_bound<T> bound;
 
   for (std::size_t c0 = 0; c0 < tokens; c0 += chunk_size) {
-    const wy_chunk<T> c = wy_chunk_forward(p, b, h, c0, std::min(chunk_size, tokens - c0), S);
-
-    // Outputs: o_t = Sᵀ (Γ_t ⊙ τ q_t) (inter-chunk) + Σ_{j≤t} [(τ q_t)ᵀ diag(ρ_tj) w_j] ũ_j
-    // (intra-chunk, causal with the diagonal: read after write).
-    for (std::size_t t = 0; t < c.n; ++t) {
-      std::vector<T> o(V, T(0));
-      for (std::size_t i = 0; i < K; ++i) {
-        const T qg = c.gamma[t][i] * c.sq[t][i];
-        for (std::size_t j = 0; j < V; ++j) o[j] += round_operand(S[i * V + j]) * round_operand(qg);
-      }
-      for (std::size_t m = 0; m <= t; ++m) {
-        T score(0);
-        if (tensor_core)  // the operands: τ q_t and ρ_tm ⊙ w_m
-          for (std::size_t i = 0; i < K; ++i)
-            score += round_operand(c.sq[t][i]) * round_operand(T(c.ratio(t, m, i) * c.w[m][i]));
-        else
-          for (std::size_t i = 0; i < K; ++i) score += c.sq[t][i] * c.ratio(t, m, i) * c.w[m][i];
-        for (std::size_t j = 0; j < V; ++j) o[j] += round_operand(score) * round_operand(c.U[m][j]);
-      }
-      for (std::size_t j = 0; j < V; ++j) out.o(b, c0 + t, h, j) = o[j];
-    }
-    S = wy_carry(c, S, K, V);
+    const std::size_t n = std::min(chunk_size, tokens - c0);
+    const wy_chunk<T> c = wy_chunk_forward(p, b, h, c0, n, S);
+    std::vector<std::vector<T>> o = wy_outputs(c, S, K, V);
+    std::vector<T> next = wy_carry(c, S, K, V);
+    bound.chunk(c, p.erases(), S, o, next, [&](const std::vector<T>& from) {
+      const wy_chunk<T> again = wy_chunk_forward(p, b, h, c0, n, from);
+      return std::pair{wy_outputs(again, from, K, V), wy_carry(again, from, K, V)};
+    });
+    for (std::size_t t = 0; t < n; ++t)
+      for (std::size_t j = 0; j < V; ++j) out.o(b, c0 + t, h, j) = o[t][j];
+    S = std::move(next);
   }
   store_state(out, p, b, h, S);
 }
