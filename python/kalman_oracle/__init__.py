@@ -131,8 +131,9 @@ def check(fixture, outputs, arithmetic=None, strict=False, tool=None):
     `fixture` (a Fixture or a path) with `kalman-oracle check`. Float32 outputs are written as F32,
     float64 as F64, float16 as F16 (bfloat16 tensors are widened to F32: exact). A candidate
     missing a required output is checked as a partial one (`--outputs`, the report lists what it
-    omitted). `arithmetic` ("f32", "f64") overrides the default taken from the dtype. Raises
-    ToolError when the tool rejects the input (exit 2) or is missing."""
+    omitted). `arithmetic` (the tool's --arithmetic: "f32", "f32-fma", "f64", "bf16-tc", ...)
+    overrides the default taken from the dtype. Raises ToolError when the tool rejects the input
+    (exit 2) or is missing."""
     if not isinstance(fixture, Fixture):
         fixture = load(fixture)
     executable = find_tool(tool)
