@@ -59,6 +59,7 @@ set(KALMAN_ORACLE_META_TESTS
   running_error_sum_drops_rounding:error_bound
   memory_error_bound_drops_carried:error_bound
   wy_chunk_bound_drops_carried:error_bound
+  wy_pseudo_value_bound_drops_key_products:error_bound
   kdn_posterior_rule_drops_propagated:error_bound
   # rounding: correctly rounded conversions from MPFR (scalar/rounding.hpp)
   round_ties_away:rounding

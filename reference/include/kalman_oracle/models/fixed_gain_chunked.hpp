@@ -48,6 +48,7 @@
 #include "kalman_oracle/models/fixed_gain.hpp"
 #include "kalman_oracle/models/gates.hpp"
 #include "kalman_oracle/models/wy_chunk_error_bound.hpp"
+#include "kalman_oracle/models/wy_pseudo_value_error_bound.hpp"
 #include "kalman_oracle/scalar/operand_rounding.hpp"
 
 namespace kalman_oracle {
@@ -107,6 +108,29 @@ struct wy_chunk {
   T ratio(std::size_t t, std::size_t j, std::size_t i) const { return gamma[t][i] * gamma_inv[j][i]; }
 };
 
+/// W = 𝒯X (n x K, stored in `W`) and the pseudo-values Ũ = 𝒯Y − W S (n x V, returned), every
+/// matrix-product operand through round_operand.
+template <class T>
+std::vector<std::vector<T>> wy_pseudo_values(const std::vector<std::vector<T>>& Tm,
+                                             const std::vector<std::vector<T>>& X, const std::vector<std::vector<T>>& Y,
+                                             const std::vector<T>& S, std::vector<std::vector<T>>& W) {
+  const std::size_t n = Tm.size(), K = X.empty() ? 0 : X[0].size(), V = Y.empty() ? 0 : Y[0].size();
+  W.assign(n, std::vector<T>(K, T(0)));
+  std::vector<std::vector<T>> U(n, std::vector<T>(V, T(0)));
+  for (std::size_t t = 0; t < n; ++t)
+    for (std::size_t m = 0; m <= t; ++m) {
+      for (std::size_t j = 0; j < V; ++j) U[t][j] += round_operand(Tm[t][m]) * round_operand(Y[m][j]);
+      for (std::size_t i = 0; i < K; ++i) W[t][i] += round_operand(Tm[t][m]) * round_operand(X[m][i]);
+    }
+  for (std::size_t t = 0; t < n; ++t)
+    for (std::size_t j = 0; j < V; ++j) {
+      T ws(0);
+      for (std::size_t i = 0; i < K; ++i) ws += round_operand(W[t][i]) * round_operand(S[i * V + j]);
+      U[t][j] -= ws;
+    }
+  return U;
+}
+
 /// The chunk of n tokens starting at token c0 of (b, h), from the chunk-start state S (K x V).
 template <class T>
 wy_chunk<T> wy_chunk_forward(const problem<T>& p, std::size_t b, std::size_t h, std::size_t c0, std::size_t n,
@@ -141,8 +165,8 @@ wy_chunk<T> wy_chunk_forward(const problem<T>& p, std::size_t b, std::size_t h, 
   // 𝒯 = (I + A)⁻¹ with A_tj = r_t e_tᵀ diag(ρ_tj) w_j (j < t): forward substitution on the
   // columns of the identity, 𝒯_jj = 1, 𝒯_tj = −Σ_{j≤m<t} A_tm 𝒯_mj. GLA: A = 0, 𝒯 = I.
   c.Tm.assign(n, std::vector<T>(n, T(0)));
+  std::vector<std::vector<T>> A(n, std::vector<T>(n, T(0)));
   {
-    std::vector<std::vector<T>> A(n, std::vector<T>(n, T(0)));
     if (p.erases())
       for (std::size_t t = 0; t < n; ++t)
         for (std::size_t j = 0; j < t; ++j) {
@@ -164,8 +188,7 @@ wy_chunk<T> wy_chunk_forward(const problem<T>& p, std::size_t b, std::size_t h, 
     }
   }
 
-  // W = 𝒯 X (n x K), X rows r_t (Γ_t ⊙ e_t); U = 𝒯 Y (n x V), Y rows r_t v_t;
-  // Ũ = U − W S (the pseudo-values: fla's v_new).
+  // X rows r_t (Γ_t ⊙ e_t), Y rows r_t v_t; then Ũ = 𝒯Y − (𝒯X)S (the pseudo-values: fla's v_new).
   c.X.assign(n, std::vector<T>(K, T(0)));
   c.Y.assign(n, std::vector<T>(V, T(0)));
   for (std::size_t t = 0; t < n; ++t) {
@@ -173,19 +196,14 @@ wy_chunk<T> wy_chunk_forward(const problem<T>& p, std::size_t b, std::size_t h, 
       for (std::size_t i = 0; i < K; ++i) c.X[t][i] = c.r[t] * (c.gamma[t][i] * c.e[t][i]);
     for (std::size_t j = 0; j < V; ++j) c.Y[t][j] = c.r[t] * c.v[t][j];
   }
-  c.W.assign(n, std::vector<T>(K, T(0)));
-  c.U.assign(n, std::vector<T>(V, T(0)));
-  for (std::size_t t = 0; t < n; ++t)
-    for (std::size_t m = 0; m <= t; ++m) {
-      for (std::size_t j = 0; j < V; ++j) c.U[t][j] += round_operand(c.Tm[t][m]) * round_operand(c.Y[m][j]);
-      for (std::size_t i = 0; i < K; ++i) c.W[t][i] += round_operand(c.Tm[t][m]) * round_operand(c.X[m][i]);
-    }
-  for (std::size_t t = 0; t < n; ++t)
-    for (std::size_t j = 0; j < V; ++j) {
-      T ws(0);
-      for (std::size_t i = 0; i < K; ++i) ws += round_operand(c.W[t][i]) * round_operand(S[i * V + j]);
-      c.U[t][j] -= ws;
-    }
+  c.U = wy_pseudo_values(c.Tm, c.X, c.Y, S, c.W);
+  // A scalar type that carries an error bound may bound Ũ's errors through 𝒯's structure instead
+  // (models/wy_pseudo_value_error_bound.hpp); plain scalars ignore it.
+  if (p.erases())
+    bound_pseudo_values(c, A, S, [&](const std::vector<std::vector<T>>& Tm) {
+      std::vector<std::vector<T>> W;
+      return wy_pseudo_values(Tm, c.X, c.Y, S, W);
+    });
   return c;
 }
 
