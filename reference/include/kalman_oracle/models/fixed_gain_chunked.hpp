@@ -35,7 +35,10 @@
 // of the matrix products A, 𝒯X, 𝒯Y, WS, the inter-chunk read (Γ ⊙ τQ) S, the scores, scores · Ũ and
 // the carry passes through round_operand, the identity unless a tensor_core_scope is open. The
 // products whose factors are formed inside a product (A's and the scores' ρ_tj w_j) are then
-// associated as a kernel forms them, (ρ w) first; without a scope every bit is as before.
+// associated as a kernel forms them: (ρ w) first, or, inside a factored_decays_scope, factored as
+// fla's chunk_kda and KalmanOracle's own kernel (gpu/) factor them on the tensor cores,
+// (Γ_t e_t)(Γ_j⁻¹ w_j) and (Γ_t τq_t)(Γ_j⁻¹ w_j) (the same terms; to first order the same bound: each
+// factor one operand rounding, one binary32 product). Without a tensor_core_scope every bit is as before.
 #pragma once
 
 #include <algorithm>
@@ -56,6 +59,26 @@ namespace kalman_oracle {
 /// The chunk size of fla's chunked kernels (BT = 64): the default of the chunked WY form here and of
 /// the KDN parallel forms' memory (models/kdn_parallel.hpp).
 inline constexpr std::size_t default_wy_chunk_size = 64;
+
+namespace detail::fixed_gain {
+/// This thread's choice (factored_decays_scope): under tensor cores, A and the scores from the
+/// factored operands (Γ_t e_t), (Γ_j⁻¹ w_j) instead of e_t and (ρ_tj w_j).
+inline thread_local bool factored_decays = false;
+}  // namespace detail::fixed_gain
+
+/// Under tensor cores, associates A and the scores as fla's chunk_kda factors them, for its lifetime.
+class factored_decays_scope {
+ public:
+  factored_decays_scope() : previous_(detail::fixed_gain::factored_decays) {
+    detail::fixed_gain::factored_decays = true;
+  }
+  ~factored_decays_scope() { detail::fixed_gain::factored_decays = previous_; }
+  factored_decays_scope(const factored_decays_scope&) = delete;
+  factored_decays_scope& operator=(const factored_decays_scope&) = delete;
+
+ private:
+  bool previous_;
+};
 
 namespace detail::fixed_gain {
 
@@ -171,7 +194,10 @@ wy_chunk<T> wy_chunk_forward(const problem<T>& p, std::size_t b, std::size_t h, 
       for (std::size_t t = 0; t < n; ++t)
         for (std::size_t j = 0; j < t; ++j) {
           T dot(0);
-          if (tensor_core)  // the operands: e_t and ρ_tj ⊙ w_j
+          if (tensor_core && factored_decays)  // the operands: Γ_t ⊙ e_t and Γ_j⁻¹ ⊙ w_j
+            for (std::size_t i = 0; i < K; ++i)
+              dot += round_operand(T(c.gamma[t][i] * c.e[t][i])) * round_operand(T(c.gamma_inv[j][i] * c.w[j][i]));
+          else if (tensor_core)  // the operands: e_t and ρ_tj ⊙ w_j
             for (std::size_t i = 0; i < K; ++i)
               dot += round_operand(c.e[t][i]) * round_operand(T(c.ratio(t, j, i) * c.w[j][i]));
           else
@@ -238,7 +264,10 @@ std::vector<std::vector<T>> wy_outputs(const wy_chunk<T>& c, const std::vector<T
     }
     for (std::size_t m = 0; m <= t; ++m) {
       T score(0);
-      if (tensor_core)  // the operands: τ q_t and ρ_tm ⊙ w_m
+      if (tensor_core && factored_decays)  // the operands: Γ_t ⊙ τ q_t (the inter-chunk read's) and Γ_m⁻¹ ⊙ w_m
+        for (std::size_t i = 0; i < K; ++i)
+          score += round_operand(T(c.gamma[t][i] * c.sq[t][i])) * round_operand(T(c.gamma_inv[m][i] * c.w[m][i]));
+      else if (tensor_core)  // the operands: τ q_t and ρ_tm ⊙ w_m
         for (std::size_t i = 0; i < K; ++i)
           score += round_operand(c.sq[t][i]) * round_operand(T(c.ratio(t, m, i) * c.w[m][i]));
       else
