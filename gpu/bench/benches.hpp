@@ -9,5 +9,6 @@ namespace kalman_oracle::gpu::bench {
 void mobius_scan_bench(int repeats, const cudaDeviceProp& prop);
 void kla_bench(int repeats, const cudaDeviceProp& prop);
 void kdn_gain_bench(int repeats, const cudaDeviceProp& prop);
+void delta_rule_bench(int repeats, const cudaDeviceProp& prop);
 
 }  // namespace kalman_oracle::gpu::bench

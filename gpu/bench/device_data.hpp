@@ -6,6 +6,8 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "kalman_oracle/gpu/strided_input.cuh"
@@ -40,6 +42,22 @@ inline double copy_ms(std::size_t bytes, int repeats) {
   cudaFree(from);
   cudaFree(to);
   return ms;
+}
+
+/// `count` inputs in `dtype` on the device (bfloat16 by truncating the hashed binary32 values).
+inline void* device_inputs(std::size_t count, unsigned salt, float lo, float hi, input_dtype dtype) {
+  if (dtype == input_dtype::f32) return device_filled(count, salt, lo, hi);
+  std::vector<std::uint16_t> host(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const float x = hashed(i, salt, lo, hi);
+    std::uint32_t bits;
+    std::memcpy(&bits, &x, 4);
+    host[i] = static_cast<std::uint16_t>(bits >> 16);
+  }
+  void* ptr = nullptr;
+  check(cudaMalloc(&ptr, count * 2), "cudaMalloc");
+  check(cudaMemcpy(ptr, host.data(), count * 2, cudaMemcpyHostToDevice), "cudaMemcpy");
+  return ptr;
 }
 
 }  // namespace kalman_oracle::gpu::bench

@@ -18,26 +18,6 @@
 
 namespace kalman_oracle::gpu::bench {
 
-namespace {
-
-/// `count` inputs in `dtype` on the device (bfloat16 by truncating the hashed binary32 values).
-void* device_inputs(std::size_t count, unsigned salt, float lo, float hi, input_dtype dtype) {
-  if (dtype == input_dtype::f32) return device_filled(count, salt, lo, hi);
-  std::vector<std::uint16_t> host(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    const float x = hashed(i, salt, lo, hi);
-    std::uint32_t bits;
-    std::memcpy(&bits, &x, 4);
-    host[i] = static_cast<std::uint16_t>(bits >> 16);
-  }
-  void* ptr = nullptr;
-  check(cudaMalloc(&ptr, count * 2), "cudaMalloc");
-  check(cudaMemcpy(ptr, host.data(), count * 2, cudaMemcpyHostToDevice), "cudaMemcpy");
-  return ptr;
-}
-
-}  // namespace
-
 void kdn_gain_bench(int repeats, const cudaDeviceProp& prop) {
   for (const int T : {16384, 4096})
     for (const kdn_form form : {kdn_form::diagonal, kdn_form::isotropic})

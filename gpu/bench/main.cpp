@@ -1,6 +1,6 @@
 // gpu_bench: the GPU kernels' benchmarks (docs/kernels.md, "Measured"). JSON lines on stdout.
 //
-//   gpu_bench [--repeats N] [--only mobius_scan|kla|kdn_gain]
+//   gpu_bench [--repeats N] [--only mobius_scan|kla|kdn_gain|delta_rule]
 //
 // Each time is the median of N timed runs (CUDA events) after 3 warm-ups; default N = 20.
 #include <cstdio>
@@ -27,8 +27,8 @@ int main(int argc, char** argv) {
       }
     } else if (arg == "--only" && i + 1 < argc) {
       only = argv[++i];
-      if (only != "mobius_scan" && only != "kla" && only != "kdn_gain") {
-        std::fprintf(stderr, "gpu_bench: --only %s: known benchmarks are mobius_scan, kla and kdn_gain\n",
+      if (only != "mobius_scan" && only != "kla" && only != "kdn_gain" && only != "delta_rule") {
+        std::fprintf(stderr, "gpu_bench: --only %s: known benchmarks are mobius_scan, kla, kdn_gain and delta_rule\n",
                      only.c_str());
         return 2;
       }
@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
     if (only.empty() || only == "kla") bench::kla_bench(repeats, prop);
     if (only.empty() || only == "mobius_scan") bench::mobius_scan_bench(repeats, prop);
     if (only.empty() || only == "kdn_gain") bench::kdn_gain_bench(repeats, prop);
+    if (only.empty() || only == "delta_rule") bench::delta_rule_bench(repeats, prop);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpu_bench: %s\n", e.what());
     return 1;

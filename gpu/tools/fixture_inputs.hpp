@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -82,6 +83,34 @@ inline strided_input broadcast_to(const safetensors::tensor_entry& entry, const 
     stride *= have;
   }
   return view;
+}
+
+/// `view` moved to element `offset` of its own data (a sequence's first token, say).
+inline strided_input advanced(strided_input view, long long offset, input_dtype dtype) {
+  if (view.data != nullptr)
+    view.data = static_cast<const char*>(view.data) + offset * (dtype == input_dtype::f32 ? 4 : 2);
+  return view;
+}
+
+/// The sequences a fixture's kernels run, as [start, end) token ranges: the batch rows (one range
+/// [0, T), run for all B rows at once), or with cu_seqlens (B = 1) its offsets, each sequence with its
+/// own prior.
+inline std::pair<std::vector<long long>, std::vector<long long>> sequences(const safetensors::file& f, long long B,
+                                                                           long long T, const std::string& source) {
+  std::vector<long long> starts{0}, ends{T};
+  if (const auto* cu = f.find("cu_seqlens")) {
+    if (B != 1) throw input_error(source + ": cu_seqlens needs B = 1");
+    const std::vector<std::int64_t> offsets = safetensors::to_int64s(*cu);
+    starts.clear();
+    ends.clear();
+    for (std::size_t n = 0; n + 1 < offsets.size(); ++n) {
+      if (offsets[n] < 0 || offsets[n + 1] < offsets[n] || offsets[n + 1] > T)
+        throw input_error(source + ": cu_seqlens must rise from 0 to at most T");
+      starts.push_back(offsets[n]);
+      ends.push_back(offsets[n + 1]);
+    }
+  }
+  return {starts, ends};
 }
 
 }  // namespace kalman_oracle::gpu::tools

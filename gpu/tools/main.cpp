@@ -11,7 +11,9 @@
 //
 // checks a kernel on every fixture of its model. For KDN fixtures the kernels are the gain path
 // (gain, covariance, readout variance: run_kdn_gain.hpp), a partial candidate checked with
-// `conform --outputs final_covariance,readout_variance`. Exit 0 written, 2 bad input (a fixture of a model
+// `conform --outputs final_covariance,readout_variance`; for the fixed-gain family's (gla, delta_net,
+// gated_delta_net, kda) the chunked delta-rule memory's forward on tensor cores (run_delta_rule.hpp),
+// checked with `conform --arithmetic bf16-tc --outputs o,final_state`. Exit 0 written, 2 bad input (a fixture of a model
 // without a kernel, unreadable file, bad arguments), 1 a CUDA error.
 //
 //   kalman-oracle-gpu device        the CUDA device's name, or why there is none (exit 3)
@@ -31,6 +33,7 @@
 #include "kalman_oracle/gpu/device.hpp"
 #include "kalman_oracle/gpu/kla_forward.hpp"
 #include "kalman_oracle/io/safetensors.hpp"
+#include "run_delta_rule.hpp"
 #include "run_kdn_gain.hpp"
 #include "run_kla.hpp"
 #include "validate_kdn_gain.hpp"
@@ -189,9 +192,12 @@ int main(int argc, char** argv) {
       safetensors::write_atomic(output, run_kla(f, fixture, on));
     else if (model == "kdn_diagonal" || model == "kdn_isotropic")
       safetensors::write_atomic(output, run_kdn_gain(f, fixture, on));  // the gain path only
+    else if (model == "gla" || model == "delta_net" || model == "gated_delta_net" || model == "kda")
+      safetensors::write_atomic(output, run_delta_rule(f, fixture, on));  // o and final_state, bf16-tc
     else
       throw input_error(fixture + ": model " + model +
-                        " has no GPU kernel yet (kernels: kla; the gain path of kdn_diagonal and kdn_isotropic)");
+                        " has no GPU kernel yet (kernels: kla; the gain path of kdn_diagonal and kdn_isotropic; the "
+                        "forward memory of gla, delta_net, gated_delta_net and kda)");
     return 0;
   } catch (const std::invalid_argument& e) {  // input_error, safetensors::format_error, a kernel's size rules
     std::fprintf(stderr, "kalman-oracle-gpu: %s\n", e.what());

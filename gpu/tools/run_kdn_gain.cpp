@@ -10,17 +10,6 @@
 
 namespace kalman_oracle::gpu::tools {
 
-namespace {
-
-/// `view` moved to element `offset` of its own data (a sequence's first token, say).
-strided_input advanced(strided_input view, long long offset, input_dtype dtype) {
-  if (view.data != nullptr)
-    view.data = static_cast<const char*>(view.data) + offset * (dtype == input_dtype::f32 ? 4 : 2);
-  return view;
-}
-
-}  // namespace
-
 safetensors::file run_kdn_gain(const safetensors::file& f, const std::string& source, executor on) {
   const bool diagonal = fixture_model(f, source) == "kdn_diagonal";
   // B, T, H, K from k; HV from v (models/kdn_common.hpp's rules; the fixture was generated under them).
@@ -50,20 +39,7 @@ safetensors::file run_kdn_gain(const safetensors::file& f, const std::string& so
                                            : broadcast_to(f.at("omega", source), {B, T, HV}, source);
   if (const auto* x = f.find("mu")) p.mu = broadcast_to(*x, {HV}, source);
 
-  // Sequences: the batch rows, or the varlen offsets (B = 1), each with its own prior.
-  std::vector<long long> starts{0}, ends{T};
-  if (const auto* cu = f.find("cu_seqlens")) {
-    if (B != 1) throw input_error(source + ": cu_seqlens needs B = 1");
-    const std::vector<std::int64_t> offsets = safetensors::to_int64s(*cu);
-    starts.clear();
-    ends.clear();
-    for (std::size_t n = 0; n + 1 < offsets.size(); ++n) {
-      if (offsets[n] < 0 || offsets[n + 1] < offsets[n] || offsets[n + 1] > T)
-        throw input_error(source + ": cu_seqlens must rise from 0 to at most T");
-      starts.push_back(offsets[n]);
-      ends.push_back(offsets[n + 1]);
-    }
-  }
+  const auto [starts, ends] = sequences(f, B, T, source);
   const bool varlen = f.find("cu_seqlens") != nullptr;
   const long long N = varlen ? static_cast<long long>(starts.size()) : B;
   strided_input prior_all;

@@ -1,0 +1,78 @@
+// Benchmark of the chunked delta-rule kernel (docs/kernels.md, "Chunked delta-rule memory"): the
+// forward (o and the final state) at the shapes, B = 2, T = 16384, H = 16, K = V = 128 and
+// B = 1, T = 8192, H = 96, K = V = 128, bfloat16 inputs, for DeltaNet (no gate), GDN (a gate per head)
+// and KDA (a gate per channel), one JSON line each: the time, the effective bandwidth (every input
+// read once, every output written once, over the time) and its ratio to a device-to-device copy of
+// the same bytes in the same run, and the tensor-core rate (the chunked form's matrix-product FLOPs
+// over the time).
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "benches.hpp"
+#include "device_data.hpp"
+#include "kalman_oracle/gpu/delta_rule_chunked.hpp"
+
+namespace kalman_oracle::gpu::bench {
+
+void delta_rule_bench(int repeats, const cudaDeviceProp& prop) {
+  struct shape {
+    int B, T, H;
+  };
+  for (const shape s : {shape{2, 16384, 16}, shape{1, 8192, 96}})
+    for (const delta_rule_gate gate :
+         {delta_rule_gate::none, delta_rule_gate::per_head, delta_rule_gate::per_channel}) {
+      const std::size_t B = s.B, t = s.T, H = s.H, K = 128, V = 128;
+      const input_dtype dtype = input_dtype::bf16;
+      const std::size_t G = gate == delta_rule_gate::per_channel ? K : 1;
+      void* k = device_inputs(B * t * H * K, 1, -0.09f, 0.09f, dtype);  // |k| about 0.6
+      void* q = device_inputs(B * t * H * K, 2, -1.0f, 1.0f, dtype);
+      void* v = device_inputs(B * t * H * V, 3, -1.0f, 1.0f, dtype);
+      void* beta = device_inputs(B * t * H, 4, 0.0f, 1.0f, dtype);
+      void* g = device_inputs(B * t * H * G, 5, -0.05f, 0.0f, dtype);
+      float *o = nullptr, *final_state = nullptr;
+      check(cudaMalloc(&o, B * t * H * V * 4), "cudaMalloc");
+      check(cudaMalloc(&final_state, B * H * K * V * 4), "cudaMalloc");
+      delta_rule_problem p;
+      p.rule = delta_rule_kind::beta_form;
+      p.gate = gate;
+      p.batch = s.B;
+      p.tokens = s.T;
+      p.heads = s.H;
+      p.key_dim = static_cast<int>(K);
+      p.value_dim = static_cast<int>(V);
+      p.dtype = dtype;
+      p.tau = static_cast<float>(std::pow(static_cast<double>(K), -0.5));
+      const long long tk = s.T, h = s.H, kk = static_cast<long long>(K);
+      p.k = strided_view(k, tk * h * kk, h * kk, kk, 1);
+      p.q = strided_view(q, tk * h * kk, h * kk, kk, 1);
+      p.v = strided_view(v, tk * h * kk, h * kk, kk, 1);
+      p.beta = strided_view(beta, tk * h, h, 1);
+      p.g = gate == delta_rule_gate::per_channel ? strided_view(g, tk * h * kk, h * kk, kk, 1)
+                                                 : strided_view(g, tk * h, h, 1);
+      p.o = o;
+      p.final_state = final_state;
+      const std::size_t bytes = 2 * (B * t * H * (2 * K + V + 1 + G)) + 4 * (B * t * H * V + B * H * K * V);
+      // Per chunk of C = 64 and value block: A and the scores (C·C·K each), W (C·C·K), U, WS, the
+      // inter-chunk read and P·Ũ (C·C·V, C·K·V, C·K·V, C·C·V), the carry (K·C·V); 2 FLOPs a product.
+      const double C = 64, chunks = std::ceil(static_cast<double>(t) / C);
+      const double flops = 2.0 * B * H * chunks * (3 * C * C * K + 2 * C * C * V + 3 * C * K * V);
+      const double ms = median_ms(repeats, [&] { delta_rule_device(p); });
+      check(cudaGetLastError(), "delta_rule kernel");
+      const double baseline = copy_ms(bytes, repeats);
+      const char* name = gate == delta_rule_gate::none       ? "delta_net"
+                         : gate == delta_rule_gate::per_head ? "gdn"
+                                                             : "kda";
+      std::printf(
+          "{\"device\": \"%s\", \"kernel\": \"delta_rule_chunked\", \"problem\": \"%s_B%d_T%d_H%d_K128_V128\", "
+          "\"B\": %d, \"T\": %d, \"H\": %d, \"K\": 128, \"V\": 128, \"dtype\": \"bf16\", \"ms\": %.4f, "
+          "\"copy_ms\": %.4f, \"ratio_to_copy\": %.3f, \"GB_per_s\": %.1f, \"TFLOP_per_s\": %.2f}\n",
+          prop.name, name, s.B, s.T, s.H, s.B, s.T, s.H, ms, baseline, ms / baseline,
+          static_cast<double>(bytes) / 1e6 / ms, flops / 1e9 / ms);
+      std::fflush(stdout);
+      for (void* ptr : {k, q, v, beta, g, static_cast<void*>(o), static_cast<void*>(final_state)}) cudaFree(ptr);
+    }
+}
+
+}  // namespace kalman_oracle::gpu::bench

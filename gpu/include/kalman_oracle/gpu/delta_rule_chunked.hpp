@@ -1,0 +1,86 @@
+// The chunked delta-rule memory on tensor cores (docs/kernels.md, "Chunked delta-rule memory"): the
+// fixed-gain family's forward (GLA, DeltaNet, Gated DeltaNet, KDA; docs/math.md §7) by the chunked WY
+// form of reference/include/kalman_oracle/models/fixed_gain_chunked.hpp, every matrix-product operand
+// rounded to bfloat16 and every product accumulated in binary32 (the `bf16-tc` arithmetic tier,
+// docs/error-model.md, "Tensor-core tiers"). Plain C++: the kernel is in gpu/src/delta_rule_chunked.cu,
+// its CPU twin in twin/delta_rule_chunked_twin.hpp.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <tuple>
+
+#include "kalman_oracle/gpu/input_element.cuh"
+#include "kalman_oracle/gpu/strided_input.cuh"
+
+namespace kalman_oracle::gpu {
+
+/// Which rule: GLA writes without erasing (β = 1, 𝒯 = I); the β-form rules (DeltaNet, GDN, KDA) erase
+/// along the key with the write strength β.
+enum class delta_rule_kind { gla, beta_form };
+/// The log gate g (decay α = e^g): none (DeltaNet), one per head and token (GDN), one per key channel
+/// (GLA, KDA).
+enum class delta_rule_gate { none, per_head, per_channel };
+
+/// One problem (one sequence per batch row; a varlen batch is run sequence by sequence). Shapes, with
+/// HV value heads and H = HV / key_head_group query/key heads (fla's layouts and grouped value heads):
+///   q, k [B, T, H, K]; v [B, T, HV, V]; beta [B, T, HV] (β-form); g [B, T, HV] (per head) or
+///   [B, T, HV, K] (per channel); initial_state [B, HV, K, V] (null: zero).
+/// Outputs binary32, contiguous: o [B, T, HV, V], final_state [B, HV, K, V].
+struct delta_rule_problem {
+  delta_rule_kind rule = delta_rule_kind::beta_form;
+  delta_rule_gate gate = delta_rule_gate::none;
+  int batch = 0, tokens = 0, heads = 0, key_dim = 0, value_dim = 0;  // B, T, HV, K, V
+  int key_head_group = 1;                                            // HV / H
+  input_dtype dtype = input_dtype::f32;
+  strided_input q, k, v, beta, g, initial_state;
+  float tau = 0;  ///< the query scale, as the reference computes it: float(K ** -0.5) (query_scale.hpp)
+  float *o = nullptr, *final_state = nullptr;
+  void* stream = nullptr;  ///< a cudaStream_t; null: the default stream
+};
+
+/// Tokens per chunk (fla's BT; the reference's default_wy_chunk_size).
+inline constexpr int delta_rule_chunk_tokens = 64;
+/// The largest K and the block of value columns one CTA keeps (K x 64 binary32 state in shared memory).
+inline constexpr int delta_rule_max_key_dim = 128;
+inline constexpr int delta_rule_value_block = 64;
+
+/// std::invalid_argument naming the rule for sizes out of range or a missing tensor.
+inline void delta_rule_check(const delta_rule_problem& p) {
+  const auto fail = [](const std::string& what) { throw std::invalid_argument("delta_rule: " + what); };
+  if (p.batch < 1 || p.heads < 1 || p.tokens < 0)
+    fail("B and HV must be >= 1 and T >= 0, got B = " + std::to_string(p.batch) + ", HV = " + std::to_string(p.heads) +
+         ", T = " + std::to_string(p.tokens));
+  if (p.key_dim < 16 || p.key_dim > delta_rule_max_key_dim || p.key_dim % 16 != 0)
+    fail("K = " + std::to_string(p.key_dim) + ": the kernel takes K in {16, 32, ..., " +
+         std::to_string(delta_rule_max_key_dim) + "} (whole 16 x 16 tensor-core tiles)");
+  if (p.value_dim < 16 || p.value_dim % 16 != 0 ||
+      (p.value_dim > delta_rule_value_block && p.value_dim % delta_rule_value_block != 0))
+    fail("V = " + std::to_string(p.value_dim) + ": the kernel takes V a multiple of 16 up to " +
+         std::to_string(delta_rule_value_block) + ", or a multiple of " + std::to_string(delta_rule_value_block) +
+         " (whole tiles, whole value blocks)");
+  if (p.key_head_group < 1 || p.heads % p.key_head_group != 0)
+    fail("key_head_group = " + std::to_string(p.key_head_group) + " must divide HV = " + std::to_string(p.heads));
+  if (!(p.tau > 0)) fail("tau must be > 0 (the query scale)");
+  const bool per_token = p.tokens > 0;
+  const std::tuple<const char*, const void*, bool> required[] = {
+      {"q", p.q.data, per_token},
+      {"k", p.k.data, per_token},
+      {"v", p.v.data, per_token},
+      {"beta", p.beta.data, per_token && p.rule == delta_rule_kind::beta_form},
+      {"g", p.g.data, per_token && p.gate != delta_rule_gate::none},
+      {"o", p.o, per_token},
+      {"final_state", p.final_state, true}};
+  for (const auto& [name, data, needed] : required)
+    if (needed && data == nullptr) fail(std::string(name) + " is missing (a null pointer)");
+}
+
+/// Runs the kernel on device pointers (asynchronous on problem.stream); std::runtime_error for a CUDA
+/// error.
+void delta_rule_device(const delta_rule_problem& problem);
+
+/// The same problem with host pointers: copies the inputs to the device (the extent their strides
+/// reach), poisons the outputs with NaN, runs, copies the outputs back.
+void delta_rule_host(const delta_rule_problem& problem);
+
+}  // namespace kalman_oracle::gpu

@@ -1,0 +1,173 @@
+// The CPU twin of the chunked delta-rule kernel (gpu/src/delta_rule_chunked.cu; docs/kernels.md,
+// "Chunked delta-rule memory"): the kernel's blocking and rounding points, chunk by chunk of
+// delta_rule_chunk_tokens tokens, per (batch row, value head), from the chunk-start state S (K x V):
+//   gates   G_t = G_{t−1} + g_t (binary32, from 0 at the chunk start), Γ_t = e^{G_t}, Γ⁻¹_t = e^{−G_t}
+//   A       A_tm = β_t · Σ_i bf(Γ_ti k_ti) bf(Γ⁻¹_mi k_mi)                  (m < t; 0 for GLA)
+//   𝒯       forward substitution in binary32: 𝒯_jj = 1, 𝒯_tj = −Σ_{m=j}^{t−1} A_tm 𝒯_mj (fma, m rising)
+//   Ũ       U = bf(𝒯) bf(β v), W = bf(𝒯) bf(β Γ k), Ũ = U − bf(W) bf(S)         (GLA: Ũ = bf(v))
+//   o       o_t = Σ_i bf(Γ_ti τq_ti) bf(S_i) + Σ_{m<=t} bf(Σ_i bf(Γ_ti τq_ti) bf(Γ⁻¹_mi k_mi)) bf(Ũ_m)
+//   carry   S' = Γ_last ⊙ S + Σ_m bf(k_m ⊙ Γ_last Γ⁻¹_m) bf(Ũ_m)ᵀ
+// (bf: round_to_bf16, a tensor-core operand; every sum of products in binary32 from +0 in index
+// order, each product exact). That is the reference's chunked WY form (models/fixed_gain_chunked.hpp)
+// with A and the scores factored as fla factors them, (Γ k)(Γ⁻¹ k)ᵀ, which the tier's first-order
+// bound covers (docs/kernels.md). The tensor cores sum in an unspecified order: the kernel agrees with
+// the twin to a bound, not bit for bit.
+#pragma once
+
+#include <cmath>
+#include <vector>
+
+#include "kalman_oracle/detail/mutant.hpp"
+#include "kalman_oracle/gpu/delta_rule_chunked.hpp"
+#include "kalman_oracle/gpu/models/delta_rule_chunk.cuh"
+
+namespace kalman_oracle::gpu {
+
+namespace detail {
+
+template <class In>
+struct delta_rule_reader {
+  const delta_rule_problem& p;
+  long long b, h;
+
+  float k(long long t, long long i) const {
+    return load_widened<In>(p.k, offset_of(p.k, b, t, h / p.key_head_group, i));
+  }
+  float q(long long t, long long i) const {
+    return load_widened<In>(p.q, offset_of(p.q, b, t, h / p.key_head_group, i));
+  }
+  float v(long long t, long long j) const { return load_widened<In>(p.v, offset_of(p.v, b, t, h, j)); }
+  float beta(long long t) const {
+    return p.rule == delta_rule_kind::beta_form ? load_widened<In>(p.beta, offset_of(p.beta, b, t, h)) : 1.0f;
+  }
+  float g(long long t, long long i) const {
+    switch (p.gate) {
+      case delta_rule_gate::none: return 0.0f;
+      case delta_rule_gate::per_head: return load_widened<In>(p.g, offset_of(p.g, b, t, h));
+      case delta_rule_gate::per_channel: return load_widened<In>(p.g, offset_of(p.g, b, t, h, i));
+    }
+    return 0.0f;
+  }
+  float initial(long long i, long long j) const {
+    return p.initial_state.data ? load_widened<In>(p.initial_state, offset_of(p.initial_state, b, h, i, j)) : 0.0f;
+  }
+};
+
+/// One (batch row, head): every chunk in order (see the top of the file).
+template <class In>
+void delta_rule_head_twin(const delta_rule_problem& p, long long b, long long h) {
+  const delta_rule_reader<In> in{p, b, h};
+  const int K = p.key_dim, V = p.value_dim, C = delta_rule_chunk_tokens;
+  const bool erases = p.rule == delta_rule_kind::beta_form;
+  std::vector<float> S(static_cast<std::size_t>(K) * V);
+  for (int i = 0; i < K; ++i)
+    for (int j = 0; j < V; ++j) S[i * V + j] = in.initial(i, j);
+  const auto at = [](std::vector<float>& m, int cols, int r, int c) -> float& { return m[r * cols + c]; };
+
+  for (int c0 = 0; c0 < p.tokens; c0 += C) {
+    const int n = p.tokens - c0 < C ? p.tokens - c0 : C;
+    // Gates, keys and queries of the chunk; the operands of A, the scores, X and the carry.
+    std::vector<float> G(static_cast<std::size_t>(n) * K), beta(n), kg(G.size()), kn(G.size()), qg(G.size()),
+        kl(G.size()), X(G.size());
+    std::vector<float> sum(K, 0.0f);
+    for (int t = 0; t < n; ++t) {
+      beta[t] = in.beta(c0 + t);
+      for (int i = 0; i < K; ++i) sum[i] = add_rn(sum[i], in.g(c0 + t, i)), at(G, K, t, i) = sum[i];
+    }
+    for (int t = 0; t < n; ++t)
+      for (int i = 0; i < K; ++i) {
+        const float gamma = exp_f32(at(G, K, t, i)), inverse = exp_f32(-at(G, K, t, i));
+        const float last = exp_f32(at(G, K, n - 1, i));
+        const float key = in.k(c0 + t, i), gk = mul_rn(gamma, key);
+        at(kg, K, t, i) = round_to_bf16(gk);
+        at(kn, K, t, i) = round_to_bf16(mul_rn(inverse, key));
+        at(qg, K, t, i) = round_to_bf16(mul_rn(gamma, mul_rn(p.tau, in.q(c0 + t, i))));
+        at(kl, K, t, i) = round_to_bf16(mul_rn(mul_rn(last, inverse), key));
+        at(X, K, t, i) = round_to_bf16(mul_rn(beta[t], gk));
+      }
+
+    // Ũ (n x V): the pseudo-values.
+    std::vector<float> U(static_cast<std::size_t>(n) * V), Sb(S.size());
+    for (std::size_t x = 0; x < S.size(); ++x) Sb[x] = round_to_bf16(S[x]);
+    if (!erases) {
+      for (int t = 0; t < n; ++t)
+        for (int j = 0; j < V; ++j) at(U, V, t, j) = round_to_bf16(in.v(c0 + t, j));
+    } else {
+      std::vector<float> A(static_cast<std::size_t>(n) * n, 0.0f), Tm(A.size(), 0.0f);
+      for (int t = 0; t < n; ++t)
+        for (int m = 0; m < t; ++m) {
+          float dot = 0.0f;
+          for (int i = 0; i < K; ++i) dot = fma_rn(at(kg, K, t, i), at(kn, K, m, i), dot);
+          at(A, n, t, m) = mul_rn(beta[t], dot);
+        }
+      for (int j = 0; j < n; ++j) {
+        at(Tm, n, j, j) = 1.0f;
+        for (int t = j + 1; t < n; ++t) {
+          float s = 0.0f;
+          for (int m = j; m < t; ++m) s = fma_rn(at(A, n, t, m), at(Tm, n, m, j), s);
+          at(Tm, n, t, j) = -s;
+        }
+      }
+      for (float& x : Tm) x = round_to_bf16(x);
+      std::vector<float> W(static_cast<std::size_t>(n) * K);
+      for (int t = 0; t < n; ++t) {
+        for (int i = 0; i < K; ++i) {
+          float w = 0.0f;
+          for (int m = 0; m <= t; ++m) w = fma_rn(at(Tm, n, t, m), at(X, K, m, i), w);
+          at(W, K, t, i) = round_to_bf16(w);
+        }
+        for (int j = 0; j < V; ++j) {
+          float u = 0.0f, ws = 0.0f;
+          for (int m = 0; m <= t; ++m) u = fma_rn(at(Tm, n, t, m), round_to_bf16(mul_rn(beta[m], in.v(c0 + m, j))), u);
+          for (int i = 0; i < K; ++i) ws = fma_rn(at(W, K, t, i), Sb[i * V + j], ws);
+          at(U, V, t, j) = round_to_bf16(add_rn(u, -ws));
+        }
+      }
+    }
+
+    // o: the inter-chunk read and the intra-chunk scores, one binary32 sum per element.
+    for (int t = 0; t < n; ++t) {
+      std::vector<float> P(n, 0.0f);
+      for (int m = 0; m <= t; ++m) {
+        float s = 0.0f;
+        for (int i = 0; i < K; ++i) s = fma_rn(at(qg, K, t, i), at(kn, K, m, i), s);
+        P[m] = round_to_bf16(s);
+      }
+      for (int j = 0; j < V; ++j) {
+        float o = 0.0f;
+        for (int i = 0; i < K; ++i) o = fma_rn(at(qg, K, t, i), Sb[i * V + j], o);
+        for (int m = 0; m <= t; ++m) o = fma_rn(P[m], at(U, V, m, j), o);
+        p.o[((b * p.tokens + c0 + t) * p.heads + h) * V + j] = o;
+      }
+    }
+    // The carry.
+    for (int i = 0; i < K; ++i) {
+      const float last = exp_f32(at(G, K, n - 1, i));
+      for (int j = 0; j < V; ++j) {
+        float c = 0.0f;
+        for (int m = 0; m < n; ++m) c = fma_rn(at(kl, K, m, i), at(U, V, m, j), c);
+        // (Planted bug gpu_delta_rule_carry_skips_decay: the chunk-start state carried undecayed.)
+        const float kept =
+            KALMAN_ORACLE_MUTANT(gpu_delta_rule_carry_skips_decay, mul_rn(last, S[i * V + j]), S[i * V + j]);
+        S[i * V + j] = add_rn(kept, c);
+      }
+    }
+  }
+  for (int i = 0; i < K; ++i)
+    for (int j = 0; j < V; ++j) p.final_state[((b * p.heads + h) * K + i) * V + j] = S[i * V + j];
+}
+
+}  // namespace detail
+
+/// The twin of delta_rule_host (host pointers; same outputs, same layout).
+inline void delta_rule_twin(const delta_rule_problem& p) {
+  delta_rule_check(p);
+  for (long long b = 0; b < p.batch; ++b)
+    for (long long h = 0; h < p.heads; ++h) switch (p.dtype) {
+        case input_dtype::f32: detail::delta_rule_head_twin<float>(p, b, h); break;
+        case input_dtype::bf16: detail::delta_rule_head_twin<bf16_bits>(p, b, h); break;
+        case input_dtype::f16: detail::delta_rule_head_twin<f16_bits>(p, b, h); break;
+      }
+}
+
+}  // namespace kalman_oracle::gpu
