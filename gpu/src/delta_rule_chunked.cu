@@ -106,6 +106,10 @@ struct reader {
     return load_widened<In>(p.q, offset_of(p.q, b, t, h / p.key_head_group, i));
   }
   __device__ float v(long long t, long long j) const { return load_widened<In>(p.v, offset_of(p.v, b, t, h, j)); }
+  /// The write key: κ_t for the two-key rule, else k_t.
+  __device__ float w(long long t, long long i) const {
+    return p.rule == delta_rule_kind::two_key ? load_widened<In>(p.kappa, offset_of(p.kappa, b, t, h, i)) : k(t, i);
+  }
   __device__ float beta(long long t) const {
     return p.rule == delta_rule_kind::beta_form ? load_widened<In>(p.beta, offset_of(p.beta, b, t, h)) : 1.0f;
   }
@@ -128,7 +132,7 @@ __global__ void __launch_bounds__(threads) delta_rule_kernel(const delta_rule_pr
   const int v0 = static_cast<int>(blockIdx.x % blocks_v) * BV;
   const int tid = threadIdx.x;
   const reader<In> in{p, b, h};
-  const bool erases = p.rule == delta_rule_kind::beta_form;
+  const bool erases = p.rule != delta_rule_kind::gla;
 
   const shared_layout L(K, BV);
   float* S = reinterpret_cast<float*>(smem + L.S);
@@ -160,13 +164,13 @@ __global__ void __launch_bounds__(threads) delta_rule_kernel(const delta_rule_pr
     }
     if (tid < chunk) beta[tid] = tid < n ? in.beta(c0 + tid) : 0.0f;
     __syncthreads();
-    // Operands: Γk, Γ⁻¹k, Γτq (rows past n zero).
+    // Operands: Γk, Γ⁻¹w (w = κ or k), Γτq (rows past n zero).
     for (int x = tid; x < chunk * K; x += threads) {
       const int t = x / K, i = x % K;
       if (t < n) {
-        const float gamma = exp_f32(G[x]), inverse = exp_f32(-G[x]), key = in.k(c0 + t, i);
-        kg[x] = bf16_bits_of(mul_rn(gamma, key));
-        kn[x] = bf16_bits_of(mul_rn(inverse, key));
+        const float gamma = exp_f32(G[x]), inverse = exp_f32(-G[x]);
+        kg[x] = bf16_bits_of(mul_rn(gamma, in.k(c0 + t, i)));
+        kn[x] = bf16_bits_of(mul_rn(inverse, in.w(c0 + t, i)));
         qg[x] = bf16_bits_of(mul_rn(gamma, mul_rn(p.tau, in.q(c0 + t, i))));
       } else {
         kg[x] = kn[x] = qg[x] = 0;
@@ -274,10 +278,10 @@ __global__ void __launch_bounds__(threads) delta_rule_kernel(const delta_rule_pr
       const int t = x / BV, j = x % BV;
       p.o[((b * p.tokens + c0 + t) * p.heads + h) * V + v0 + j] = scratch[t * scratch_cols + j];
     }
-    // The carry's keys k ⊙ Γ_last Γ⁻¹ (over qg, no longer read).
+    // The carry's keys w ⊙ Γ_last Γ⁻¹ (w = κ or k; over qg, no longer read).
     for (int x = tid; x < chunk * K; x += threads) {
       const int t = x / K, i = x % K;
-      qg[x] = t < n ? bf16_bits_of(mul_rn(mul_rn(exp_f32(G[(n - 1) * K + i]), exp_f32(-G[x])), in.k(c0 + t, i))) : 0;
+      qg[x] = t < n ? bf16_bits_of(mul_rn(mul_rn(exp_f32(G[(n - 1) * K + i]), exp_f32(-G[x])), in.w(c0 + t, i))) : 0;
     }
     __syncthreads();
     // S' = Γ_last ⊙ S + (carry keys)ᵀ bf(Ũ): the product into scratch (K x BV, leading dimension BV).
@@ -331,6 +335,7 @@ void delta_rule_host(const delta_rule_problem& host) {
   device.q = arena.upload(host.q, {B, T, H, K}, host.dtype);
   device.v = arena.upload(host.v, {B, T, HV, V}, host.dtype);
   device.beta = arena.upload(host.beta, {B, T, HV}, host.dtype);
+  device.kappa = arena.upload(host.kappa, {B, T, HV, K}, host.dtype);
   device.g = host.gate == delta_rule_gate::per_channel ? arena.upload(host.g, {B, T, HV, K}, host.dtype)
                                                        : arena.upload(host.g, {B, T, HV}, host.dtype);
   device.initial_state = arena.upload(host.initial_state, {B, HV, K, V}, host.dtype);

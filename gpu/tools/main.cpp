@@ -140,6 +140,10 @@ int main(int argc, char** argv) {
   CLI::App* run = app.add_subcommand("run", "Run a model's kernel on a fixture's inputs; write a candidate");
   run->add_option("--device", device, "twin (the kernel's CPU twin) or cuda (the kernel)")
       ->check(CLI::IsMember({"twin", "cuda"}));
+  bool with_memory = false;
+  run->add_flag("--with-memory", with_memory,
+                "KDN fixtures: also the memory (o, final_state) by the chunked delta-rule kernel on tensor cores "
+                "(check with --arithmetic bf16-tc)");
   run->add_option("fixture", fixture, "fixture (.safetensors)")->required();
   run->add_option("output", output, "candidate to write (.safetensors)")->required();
   app.add_subcommand("device", "Print the CUDA device, or why there is none (exit 3)");
@@ -191,7 +195,7 @@ int main(int argc, char** argv) {
     if (model == "kla")
       safetensors::write_atomic(output, run_kla(f, fixture, on));
     else if (model == "kdn_diagonal" || model == "kdn_isotropic")
-      safetensors::write_atomic(output, run_kdn_gain(f, fixture, on));  // the gain path only
+      safetensors::write_atomic(output, run_kdn_gain(f, fixture, on, with_memory));
     else if (model == "gla" || model == "delta_net" || model == "gated_delta_net" || model == "kda")
       safetensors::write_atomic(output, run_delta_rule(f, fixture, on));  // o and final_state, bf16-tc
     else

@@ -10,6 +10,39 @@
 
 namespace kalman_oracle::gpu::tools {
 
+void run_delta_rule_sequences(delta_rule_problem p, const delta_rule_views& all, const std::vector<long long>& starts,
+                              const std::vector<long long>& ends, bool varlen, long long B, long long T,
+                              std::vector<float>& o, std::vector<float>& final_state, executor on) {
+  const long long HV = p.heads, K = p.key_dim, V = p.value_dim;
+  const long long N = varlen ? static_cast<long long>(starts.size()) : B;
+  o.assign(B * T * HV * V, 0.0f);
+  final_state.assign(N * HV * K * V, 0.0f);
+  for (long long n = 0; n < static_cast<long long>(starts.size()); ++n) {
+    const long long t0 = starts[n];
+    p.batch = static_cast<int>(varlen ? 1 : B);
+    p.tokens = static_cast<int>(ends[n] - t0);
+    p.k = advanced(all.k, t0 * all.k.stride[1], p.dtype);
+    p.q = advanced(all.q, t0 * all.q.stride[1], p.dtype);
+    p.v = advanced(all.v, t0 * all.v.stride[1], p.dtype);
+    p.beta = advanced(all.beta, t0 * all.beta.stride[1], p.dtype);
+    p.kappa = advanced(all.kappa, t0 * all.kappa.stride[1], p.dtype);
+    p.g = advanced(all.g, t0 * all.g.stride[1], p.dtype);
+    p.initial_state = advanced(all.initial_state, (varlen ? n : 0) * all.initial_state.stride[0], p.dtype);
+    p.o = o.data() + t0 * HV * V;
+    p.final_state = final_state.data() + (varlen ? n : 0) * HV * K * V;
+    if (on == executor::twin) {
+      delta_rule_twin(p);
+    } else {
+#if defined(KALMAN_ORACLE_GPU_HAVE_CUDA)
+      delta_rule_host(p);
+#else
+      throw input_error(
+          "--device cuda: this build has no CUDA kernels (no CUDA compiler was found); use --device twin");
+#endif
+    }
+  }
+}
+
 safetensors::file run_delta_rule(const safetensors::file& f, const std::string& source, executor on) {
   const std::string model = fixture_model(f, source);
   // B, T, H, K from k; HV, V from v (models/fixed_gain.hpp's rules; the fixture was generated under them).
@@ -47,30 +80,9 @@ safetensors::file run_delta_rule(const safetensors::file& f, const std::string& 
   const long long N = varlen ? static_cast<long long>(starts.size()) : B;
   if (const auto* x = f.find("initial_state")) prior_all = broadcast_to(*x, {N, HV, K, V}, source);
 
-  std::vector<float> o(B * T * HV * V), final_state(N * HV * K * V);
-  for (long long n = 0; n < static_cast<long long>(starts.size()); ++n) {
-    const long long t0 = starts[n];
-    p.batch = static_cast<int>(varlen ? 1 : B);
-    p.tokens = static_cast<int>(ends[n] - t0);
-    p.k = advanced(k_all, t0 * k_all.stride[1], p.dtype);
-    p.q = advanced(q_all, t0 * q_all.stride[1], p.dtype);
-    p.v = advanced(v_all, t0 * v_all.stride[1], p.dtype);
-    p.beta = advanced(beta_all, t0 * beta_all.stride[1], p.dtype);
-    p.g = advanced(g_all, t0 * g_all.stride[1], p.dtype);
-    p.initial_state = advanced(prior_all, (varlen ? n : 0) * prior_all.stride[0], p.dtype);
-    p.o = o.data() + t0 * HV * V;
-    p.final_state = final_state.data() + (varlen ? n : 0) * HV * K * V;
-    if (on == executor::twin) {
-      delta_rule_twin(p);
-    } else {
-#if defined(KALMAN_ORACLE_GPU_HAVE_CUDA)
-      delta_rule_host(p);
-#else
-      throw input_error(
-          "--device cuda: this build has no CUDA kernels (no CUDA compiler was found); use --device twin");
-#endif
-    }
-  }
+  std::vector<float> o, final_state;
+  run_delta_rule_sequences(p, {q_all, k_all, v_all, beta_all, {}, g_all, prior_all}, starts, ends, varlen, B, T, o,
+                           final_state, on);
 
   const auto u = [](long long x) { return static_cast<std::size_t>(x); };
   safetensors::file out;

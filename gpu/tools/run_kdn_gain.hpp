@@ -1,8 +1,9 @@
 // `kalman-oracle-gpu run` for KDN fixtures (kdn_diagonal, kdn_isotropic): the gain kernels (or their
 // CPU twin) on a fixture's inputs, written as a partial candidate: final_covariance and
 // readout_variance, and the internals predicted_covariance and gain (diagonal) or beta (isotropic)
-// where the fixture stores them. The memory (o, final_state) and the gradients are not the gain
-// kernels' (docs/kernels.md, "KDN gains"): check with `conform --outputs final_covariance,readout_variance`.
+// where the fixture stores them: check with `conform --outputs final_covariance,readout_variance`.
+// With --with-memory the chunked delta-rule kernel adds the memory (o, final_state) on tensor cores;
+// the gradients are no kernel's yet (docs/kernels.md, "KDN gains").
 #pragma once
 
 #include "kalman_oracle/io/safetensors.hpp"
@@ -11,7 +12,11 @@
 namespace kalman_oracle::gpu::tools {
 
 /// The candidate for KDN fixture `fixture` (read from `source`); a varlen fixture runs sequence by
-/// sequence.
-safetensors::file run_kdn_gain(const safetensors::file& fixture, const std::string& source, executor on);
+/// sequence. With `memory`, the chunked delta-rule kernel (run_delta_rule.hpp) then runs the memory
+/// with the gains just computed (the two-key rule with κ_t: the diagonal gain, or β_t k_t),
+/// and the candidate holds o and final_state too, in the bf16-tc tier's arithmetic: check with
+/// `conform --arithmetic bf16-tc --outputs o,final_state,final_covariance,readout_variance`.
+safetensors::file run_kdn_gain(const safetensors::file& fixture, const std::string& source, executor on,
+                               bool memory = false);
 
 }  // namespace kalman_oracle::gpu::tools

@@ -15,17 +15,19 @@
 
 namespace kalman_oracle::gpu {
 
-/// Which rule: GLA writes without erasing (β = 1, 𝒯 = I); the β-form rules (DeltaNet, GDN, KDA) erase
-/// along the key with the write strength β.
-enum class delta_rule_kind { gla, beta_form };
+/// Which rule: GLA writes without erasing (β = 1, 𝒯 = I); the β-form rules (DeltaNet, GDN, KDA, the
+/// isotropic KDN's memory with its β_t) erase and write along the key with the strength β; the two-key
+/// rule (the diagonal KDN's memory) erases along the key and writes along a given gain κ_t
+/// (S_t = (I − κ_t k_tᵀ) D_t S_{t−1} + κ_t v_tᵀ, docs/math.md §7).
+enum class delta_rule_kind { gla, beta_form, two_key };
 /// The log gate g (decay α = e^g): none (DeltaNet), one per head and token (GDN), one per key channel
 /// (GLA, KDA).
 enum class delta_rule_gate { none, per_head, per_channel };
 
 /// One problem (one sequence per batch row; a varlen batch is run sequence by sequence). Shapes, with
 /// HV value heads and H = HV / key_head_group query/key heads (fla's layouts and grouped value heads):
-///   q, k [B, T, H, K]; v [B, T, HV, V]; beta [B, T, HV] (β-form); g [B, T, HV] (per head) or
-///   [B, T, HV, K] (per channel); initial_state [B, HV, K, V] (null: zero).
+///   q, k [B, T, H, K]; v [B, T, HV, V]; beta [B, T, HV] (β-form); kappa [B, T, HV, K] (two-key);
+///   g [B, T, HV] (per head) or [B, T, HV, K] (per channel); initial_state [B, HV, K, V] (null: zero).
 /// Outputs binary32, contiguous: o [B, T, HV, V], final_state [B, HV, K, V].
 struct delta_rule_problem {
   delta_rule_kind rule = delta_rule_kind::beta_form;
@@ -33,7 +35,7 @@ struct delta_rule_problem {
   int batch = 0, tokens = 0, heads = 0, key_dim = 0, value_dim = 0;  // B, T, HV, K, V
   int key_head_group = 1;                                            // HV / H
   input_dtype dtype = input_dtype::f32;
-  strided_input q, k, v, beta, g, initial_state;
+  strided_input q, k, v, beta, kappa, g, initial_state;
   float tau = 0;  ///< the query scale, as the reference computes it: float(K ** -0.5) (query_scale.hpp)
   float *o = nullptr, *final_state = nullptr;
   void* stream = nullptr;  ///< a cudaStream_t; null: the default stream
@@ -68,6 +70,7 @@ inline void delta_rule_check(const delta_rule_problem& p) {
       {"k", p.k.data, per_token},
       {"v", p.v.data, per_token},
       {"beta", p.beta.data, per_token && p.rule == delta_rule_kind::beta_form},
+      {"kappa", p.kappa.data, per_token && p.rule == delta_rule_kind::two_key},
       {"g", p.g.data, per_token && p.gate != delta_rule_gate::none},
       {"o", p.o, per_token},
       {"final_state", p.final_state, true}};

@@ -2,11 +2,12 @@
 // "Chunked delta-rule memory"): the kernel's blocking and rounding points, chunk by chunk of
 // delta_rule_chunk_tokens tokens, per (batch row, value head), from the chunk-start state S (K x V):
 //   gates   G_t = G_{t−1} + g_t (binary32, from 0 at the chunk start), Γ_t = e^{G_t}, Γ⁻¹_t = e^{−G_t}
-//   A       A_tm = β_t · Σ_i bf(Γ_ti k_ti) bf(Γ⁻¹_mi k_mi)                  (m < t; 0 for GLA)
+//   A       A_tm = β_t · Σ_i bf(Γ_ti k_ti) bf(Γ⁻¹_mi w_mi)                  (m < t; 0 for GLA)
 //   𝒯       forward substitution in binary32: 𝒯_jj = 1, 𝒯_tj = −Σ_{m=j}^{t−1} A_tm 𝒯_mj (fma, m rising)
 //   Ũ       U = bf(𝒯) bf(β v), W = bf(𝒯) bf(β Γ k), Ũ = U − bf(W) bf(S)         (GLA: Ũ = bf(v))
-//   o       o_t = Σ_i bf(Γ_ti τq_ti) bf(S_i) + Σ_{m<=t} bf(Σ_i bf(Γ_ti τq_ti) bf(Γ⁻¹_mi k_mi)) bf(Ũ_m)
-//   carry   S' = Γ_last ⊙ S + Σ_m bf(k_m ⊙ Γ_last Γ⁻¹_m) bf(Ũ_m)ᵀ
+//   o       o_t = Σ_i bf(Γ_ti τq_ti) bf(S_i) + Σ_{m<=t} bf(Σ_i bf(Γ_ti τq_ti) bf(Γ⁻¹_mi w_mi)) bf(Ũ_m)
+//   carry   S' = Γ_last ⊙ S + Σ_m bf(w_m ⊙ Γ_last Γ⁻¹_m) bf(Ũ_m)ᵀ
+// with the write key w = κ for the two-key rule (β = 1 there), w = k otherwise
 // (bf: round_to_bf16, a tensor-core operand; every sum of products in binary32 from +0 in index
 // order, each product exact). That is the reference's chunked WY form (models/fixed_gain_chunked.hpp)
 // with A and the scores factored as fla factors them, (Γ k)(Γ⁻¹ k)ᵀ, which the tier's first-order
@@ -37,6 +38,10 @@ struct delta_rule_reader {
     return load_widened<In>(p.q, offset_of(p.q, b, t, h / p.key_head_group, i));
   }
   float v(long long t, long long j) const { return load_widened<In>(p.v, offset_of(p.v, b, t, h, j)); }
+  /// The write key: κ_t for the two-key rule, else k_t.
+  float w(long long t, long long i) const {
+    return p.rule == delta_rule_kind::two_key ? load_widened<In>(p.kappa, offset_of(p.kappa, b, t, h, i)) : k(t, i);
+  }
   float beta(long long t) const {
     return p.rule == delta_rule_kind::beta_form ? load_widened<In>(p.beta, offset_of(p.beta, b, t, h)) : 1.0f;
   }
@@ -58,7 +63,7 @@ template <class In>
 void delta_rule_head_twin(const delta_rule_problem& p, long long b, long long h) {
   const delta_rule_reader<In> in{p, b, h};
   const int K = p.key_dim, V = p.value_dim, C = delta_rule_chunk_tokens;
-  const bool erases = p.rule == delta_rule_kind::beta_form;
+  const bool erases = p.rule != delta_rule_kind::gla;
   std::vector<float> S(static_cast<std::size_t>(K) * V);
   for (int i = 0; i < K; ++i)
     for (int j = 0; j < V; ++j) S[i * V + j] = in.initial(i, j);
@@ -78,11 +83,11 @@ void delta_rule_head_twin(const delta_rule_problem& p, long long b, long long h)
       for (int i = 0; i < K; ++i) {
         const float gamma = exp_f32(at(G, K, t, i)), inverse = exp_f32(-at(G, K, t, i));
         const float last = exp_f32(at(G, K, n - 1, i));
-        const float key = in.k(c0 + t, i), gk = mul_rn(gamma, key);
+        const float key = in.k(c0 + t, i), write = in.w(c0 + t, i), gk = mul_rn(gamma, key);
         at(kg, K, t, i) = round_to_bf16(gk);
-        at(kn, K, t, i) = round_to_bf16(mul_rn(inverse, key));
+        at(kn, K, t, i) = round_to_bf16(mul_rn(inverse, write));
         at(qg, K, t, i) = round_to_bf16(mul_rn(gamma, mul_rn(p.tau, in.q(c0 + t, i))));
-        at(kl, K, t, i) = round_to_bf16(mul_rn(mul_rn(last, inverse), key));
+        at(kl, K, t, i) = round_to_bf16(mul_rn(mul_rn(last, inverse), write));
         at(X, K, t, i) = round_to_bf16(mul_rn(beta[t], gk));
       }
 
