@@ -3,20 +3,27 @@
 // B = 1, T = 8192, H = 96, K = V = 128, bfloat16 inputs, for DeltaNet (no gate), GDN (a gate per head)
 // and KDA (a gate per channel), one JSON line each: the time, the effective bandwidth (every input
 // read once, every output written once, over the time) and its ratio to a device-to-device copy of
-// the same bytes in the same run, and the tensor-core rate (the chunked form's matrix-product FLOPs
-// over the time).
+// the same bytes in the same run, the tensor-core rate (the chunked form's matrix-product FLOPs over
+// the time) and its fraction of a bfloat16 cuBLAS product's rate measured in the same run.
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 #include "benches.hpp"
 #include "device_data.hpp"
 #include "kalman_oracle/gpu/delta_rule_chunked.hpp"
+#include "matmul_baseline.hpp"
 
 namespace kalman_oracle::gpu::bench {
 
 void delta_rule_bench(int repeats, const cudaDeviceProp& prop) {
+  // The tensor cores' rate on a large square bfloat16 product (cuBLAS), measured once in this run.
+  const matmul_baseline matmul = bf16_matmul_baseline(8192, repeats);
+  const std::string matmul_json = matmul.missing.empty() ? std::to_string(matmul.tflops) : "null";
+  if (!matmul.missing.empty())
+    std::fprintf(stderr, "gpu_bench: no bf16 matrix-product baseline: %s\n", matmul.missing.c_str());
   struct shape {
     int B, T, H;
   };
@@ -53,6 +60,9 @@ void delta_rule_bench(int repeats, const cudaDeviceProp& prop) {
                                                  : strided_view(g, tk * h, h, 1);
       p.o = o;
       p.final_state = final_state;
+      // The workspace allocated once, as a caller that runs the kernels repeatedly would.
+      const std::size_t workspace_bytes = delta_rule_workspace_bytes(p);
+      check(cudaMalloc(&p.workspace, workspace_bytes), "cudaMalloc");
       const std::size_t bytes = 2 * (B * t * H * (2 * K + V + 1 + G)) + 4 * (B * t * H * V + B * H * K * V);
       // Per chunk of C = 64 and value block: A and the scores (C·C·K each), W (C·C·K), U, WS, the
       // inter-chunk read and P·Ũ (C·C·V, C·K·V, C·K·V, C·C·V), the carry (K·C·V); 2 FLOPs a product.
@@ -67,11 +77,14 @@ void delta_rule_bench(int repeats, const cudaDeviceProp& prop) {
       std::printf(
           "{\"device\": \"%s\", \"kernel\": \"delta_rule_chunked\", \"problem\": \"%s_B%d_T%d_H%d_K128_V128\", "
           "\"B\": %d, \"T\": %d, \"H\": %d, \"K\": 128, \"V\": 128, \"dtype\": \"bf16\", \"ms\": %.4f, "
-          "\"copy_ms\": %.4f, \"ratio_to_copy\": %.3f, \"GB_per_s\": %.1f, \"TFLOP_per_s\": %.2f}\n",
+          "\"copy_ms\": %.4f, \"ratio_to_copy\": %.3f, \"GB_per_s\": %.1f, \"TFLOP_per_s\": %.2f, \"workspace_bytes\": "
+          "%zu, \"bf16_matmul_TFLOP_per_s\": %s, \"fraction_of_matmul\": %.4f}\n",
           prop.name, name, s.B, s.T, s.H, s.B, s.T, s.H, ms, baseline, ms / baseline,
-          static_cast<double>(bytes) / 1e6 / ms, flops / 1e9 / ms);
+          static_cast<double>(bytes) / 1e6 / ms, flops / 1e9 / ms, workspace_bytes, matmul_json.c_str(),
+          matmul.tflops > 0 ? flops / 1e9 / ms / matmul.tflops : 0.0);
       std::fflush(stdout);
-      for (void* ptr : {k, q, v, beta, g, static_cast<void*>(o), static_cast<void*>(final_state)}) cudaFree(ptr);
+      for (void* ptr : {k, q, v, beta, g, static_cast<void*>(o), static_cast<void*>(final_state), p.workspace})
+        cudaFree(ptr);
     }
 }
 

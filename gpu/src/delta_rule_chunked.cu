@@ -1,13 +1,23 @@
 // The chunked delta-rule memory on tensor cores (delta_rule_chunked.hpp; docs/kernels.md, "Chunked
-// delta-rule memory"): one block per (batch row, value head, block of 64 value columns), 4 warps,
-// walking the chunks of delta_rule_chunk_tokens tokens in order with the chunk-start state S (K x 64,
-// binary32) in shared memory. Each chunk runs the twin's phases (twin/delta_rule_chunked_twin.hpp):
-// gates and operands, A = (Γk)(Γ⁻¹k)ᵀ on the tensor cores, 𝒯 = (I + A)⁻¹ by forward substitution (one
-// thread a column, binary32, the twin's order), W = 𝒯X and Ũ = 𝒯Y − WS, the scores and o, the carry;
-// every matrix product by WMMA 16 x 16 x 16 with bfloat16 operands and binary32 accumulators, its
-// operands rounded by round_to_bf16 exactly as the twin rounds them. The products' order of
-// accumulation is the tensor cores' (not specified): kernel and twin agree to a bound.
+// delta-rule memory"), in three launches as fla's chunked kernels are laid out, so that everything that
+// does not depend on the state runs in parallel over the chunks:
+//   1. prepare (one block a (batch row, value head, chunk)): the chunk's gates and operands (one thread
+//      a key channel walking the tokens), A = (Γk)(Γ⁻¹w)ᵀ and the scores (Γτq)(Γ⁻¹w)ᵀ on the tensor
+//      cores, 𝒯 = (I + A)⁻¹ by forward substitution (one thread a column, binary32, the twin's order),
+//      bf(W) = bf(𝒯X) and 𝒯Y, bf(Γτq), P = bf(scores), the carry's keys and decay, all to the workspace;
+//   2. state (one block a (batch row, value head, block of value columns), the chunks in order): from
+//      the chunk-start state S, Ũ = 𝒯Y − bf(W) bf(S) and the carry S' = Γ_last ⊙ S + (keys)ᵀ bf(Ũ),
+//      writing bf(S) and bf(Ũ) of each chunk to the workspace (the next chunk's operands arrive by
+//      cp.async while this one computes);
+//   3. output (one block a (batch row, value head, chunk, block of value columns)):
+//      o = bf(Γτq) bf(S) + P bf(Ũ), every operand read from the workspace.
+// Every quantity is the twin's (twin/delta_rule_chunked_twin.hpp), rounded at the twin's points: the
+// workspace holds binary32 where the twin keeps binary32 (𝒯Y, the decays) and bfloat16 only for what
+// the twin rounds to bfloat16 (tensor-core operands). Every matrix product is WMMA 16 x 16 x 16 with
+// bfloat16 operands and binary32 accumulators, whose order of accumulation is the tensor cores' (not
+// specified): kernel and twin agree to a bound, not bit for bit. No atomics: run to run bit-identical.
 #include <cuda_bf16.h>
+#include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 #include <mma.h>
 
@@ -25,11 +35,12 @@ namespace {
 namespace wmma = nvcuda::wmma;
 
 constexpr int chunk = delta_rule_chunk_tokens;  // C
-constexpr int value_block = delta_rule_value_block;
 constexpr int warps = 4, threads = 32 * warps;
-constexpr int scratch_cols = 2 * chunk;  // >= C + C (A beside 𝒯), K, BV
+/// Value columns per block: of the output launch (at most), and of the state launch (16: more blocks,
+/// two an SM, for the one launch that walks the chunks in order).
+constexpr int output_value_block = delta_rule_value_block, state_value_block = 16;
 
-using bf16_t = std::uint16_t;  // a bfloat16 operand's bits in shared memory
+using bf16_t = std::uint16_t;  // a bfloat16 operand's bits
 
 __device__ __forceinline__ bf16_t bf16_bits_of(float x) {
   const float r = round_to_bf16(x);
@@ -42,28 +53,15 @@ __device__ __forceinline__ const __nv_bfloat16* as_bf16(const bf16_t* x) {
   return reinterpret_cast<const __nv_bfloat16*>(x);
 }
 
-/// Byte offsets of the shared-memory buffers (each 128-byte aligned) for key size K, value block BV.
-struct shared_layout {
-  int S, Sb, scratch, Tb, kg, kn, qg, Ub, P, G, beta, total;
-  __host__ __device__ explicit shared_layout(int K, int BV) {
-    int at = 0;
-    const auto take = [&at](int bytes) {
-      const int here = at;
-      at += (bytes + 127) / 128 * 128;
-      return here;
-    };
-    S = take(K * BV * 4);
-    Sb = take(K * BV * 2);
-    scratch = take(chunk * scratch_cols * 4);
-    Tb = take(chunk * chunk * 2);
-    kg = take(chunk * K * 2);
-    kn = take(chunk * K * 2);
-    qg = take(chunk * K * 2);
-    Ub = take(chunk * BV * 2);
-    P = take(chunk * chunk * 2);
-    G = take(chunk * K * 4);
-    beta = take(chunk * 4);
-    total = at;
+/// Byte offsets of buffers carved one after another, each Align-byte aligned: shared memory (128) or
+/// the workspace (256).
+template <int Align, class Offset = int>
+struct carver {
+  Offset at = 0;
+  __host__ __device__ Offset take(Offset bytes) {
+    const Offset here = at;
+    at += (bytes + Align - 1) / Align * Align;
+    return here;
   }
 };
 
@@ -74,10 +72,10 @@ using frag_b_col = wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmm
 using frag_acc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
 /// acc += Σ_s A_s B_s over `steps` 16 x 16 x 16 products, A_s at a + s·a_step (leading dimension lda),
-/// B_s at b + s·b_step (ldb): one row of tiles times one column of tiles.
+/// B_s at b + s·b_step (ldb): one row of tiles times one column of tiles (shared or global memory).
 template <class FragA, class FragB>
 __device__ __forceinline__ void mma_steps(frag_acc& acc, const bf16_t* a, int lda, int a_step, const bf16_t* b, int ldb,
-                                          int b_step, int steps) {
+                                          long long b_step, int steps) {
   for (int s = 0; s < steps; ++s) {
     FragA x;
     FragB y;
@@ -95,234 +93,567 @@ __device__ __forceinline__ void for_each_tile(int rows, int cols, F&& f) {
     f(tile / across * 16, tile % across * 16);
 }
 
+constexpr int load_batch = 16;
+
+/// use(x, load(x)) for x = first, first + stride, ... below count, the loads of load_batch of them
+/// issued before any is used: these loops read global memory at low occupancy, and one latency then
+/// covers load_batch elements instead of one.
+template <class Load, class Use>
+__device__ __forceinline__ void for_each_loaded(int first, int count, int stride, Load&& load, Use&& use) {
+  using value_type = decltype(load(0));
+  for (int base = first; base < count; base += stride * load_batch) {
+    value_type value[load_batch];
+#pragma unroll
+    for (int u = 0; u < load_batch; ++u)
+      if (base + u * stride < count) value[u] = load(base + u * stride);
+#pragma unroll
+    for (int u = 0; u < load_batch; ++u)
+      if (base + u * stride < count) use(base + u * stride, value[u]);
+  }
+}
+
+/// The inputs of one (batch row, value head), each element's offset from a base computed once (the
+/// key head h / key_head_group included).
 template <class In>
 struct reader {
   const delta_rule_problem& p;
-  long long b, h;
-  __device__ float k(long long t, long long i) const {
-    return load_widened<In>(p.k, offset_of(p.k, b, t, h / p.key_head_group, i));
+  long long b, h, k_base, q_base, v_base, kappa_base, beta_base, g_base, initial_base;
+  __device__ reader(const delta_rule_problem& problem, long long batch_row, long long head)
+      : p(problem), b(batch_row), h(head) {
+    const long long key_head = h / p.key_head_group;
+    k_base = offset_of(p.k, b, 0, key_head);
+    q_base = offset_of(p.q, b, 0, key_head);
+    v_base = offset_of(p.v, b, 0, h);
+    kappa_base = offset_of(p.kappa, b, 0, h);
+    beta_base = offset_of(p.beta, b, 0, h);
+    g_base = offset_of(p.g, b, 0, h);
+    initial_base = offset_of(p.initial_state, b, h, 0);
   }
-  __device__ float q(long long t, long long i) const {
-    return load_widened<In>(p.q, offset_of(p.q, b, t, h / p.key_head_group, i));
+  __device__ float k(int t, int i) const {
+    return load_widened<In>(p.k, k_base + t * p.k.stride[1] + i * p.k.stride[3]);
   }
-  __device__ float v(long long t, long long j) const { return load_widened<In>(p.v, offset_of(p.v, b, t, h, j)); }
+  __device__ float q(int t, int i) const {
+    return load_widened<In>(p.q, q_base + t * p.q.stride[1] + i * p.q.stride[3]);
+  }
+  __device__ float v(int t, int j) const {
+    return load_widened<In>(p.v, v_base + t * p.v.stride[1] + j * p.v.stride[3]);
+  }
+  /// Whether the write key is a tensor of its own (κ_t: the two-key rule), not k_t.
+  __device__ bool writes_kappa() const { return p.rule == delta_rule_kind::two_key; }
   /// The write key: κ_t for the two-key rule, else k_t.
-  __device__ float w(long long t, long long i) const {
-    return p.rule == delta_rule_kind::two_key ? load_widened<In>(p.kappa, offset_of(p.kappa, b, t, h, i)) : k(t, i);
+  __device__ float w(int t, int i) const {
+    return writes_kappa() ? load_widened<In>(p.kappa, kappa_base + t * p.kappa.stride[1] + i * p.kappa.stride[3])
+                          : k(t, i);
   }
-  __device__ float beta(long long t) const {
-    return p.rule == delta_rule_kind::beta_form ? load_widened<In>(p.beta, offset_of(p.beta, b, t, h)) : 1.0f;
+  __device__ float beta(int t) const {
+    return p.rule == delta_rule_kind::beta_form ? load_widened<In>(p.beta, beta_base + t * p.beta.stride[1]) : 1.0f;
   }
-  __device__ float g(long long t, long long i) const {
-    if (p.gate == delta_rule_gate::per_head) return load_widened<In>(p.g, offset_of(p.g, b, t, h));
-    if (p.gate == delta_rule_gate::per_channel) return load_widened<In>(p.g, offset_of(p.g, b, t, h, i));
+  __device__ float g(int t, int i) const {
+    if (p.gate == delta_rule_gate::per_head) return load_widened<In>(p.g, g_base + t * p.g.stride[1]);
+    if (p.gate == delta_rule_gate::per_channel)
+      return load_widened<In>(p.g, g_base + t * p.g.stride[1] + i * p.g.stride[3]);
     return 0.0f;
   }
-  __device__ float initial(long long i, long long j) const {
-    return p.initial_state.data ? load_widened<In>(p.initial_state, offset_of(p.initial_state, b, h, i, j)) : 0.0f;
+  __device__ float initial(int i, int j) const {
+    return p.initial_state.data ? load_widened<In>(p.initial_state, initial_base + i * p.initial_state.stride[2] +
+                                                                        j * p.initial_state.stride[3])
+                                : 0.0f;
+  }
+};
+
+/// Shared-memory rows are padded by 16 bytes, so that the 16 rows of a tensor-core tile fall in
+/// different banks (an unpadded row of 128 bfloat16 puts all 16 in the same ones).
+constexpr int pad_bf16 = 8, pad_f32 = 4;
+/// A and the scores (binary32, C x C) and 𝒯 (bfloat16) in the prepare launch.
+constexpr int ld_scores = chunk + pad_f32, ld_inverse = chunk + pad_bf16;
+
+/// The workspace, per (batch row b, value head h, chunk c), at index hc = (b·HV + h)·NT + c; rows
+/// past the chunk's last token are zero:
+///   W [C, K] bf16: bf(𝒯X);  TY [C, V] binary32: 𝒯Y (GLA: v);  carry_keys [C, K] bf16:
+///   bf(w ⊙ Γ_last Γ⁻¹);  last [K] binary32: Γ_last;  Q [C, K] bf16: bf(Γτq);  P [C, C] bf16: the
+///   scores bf((Γτq)(Γ⁻¹w)ᵀ), causal;  U [C, V] bf16: bf(Ũ);  S [K, V] bf16: bf(chunk-start S).
+struct workspace_layout {
+  long long chunks = 0, W = 0, TY = 0, carry_keys = 0, last = 0, Q = 0, P = 0, U = 0, S = 0, total = 0;
+  explicit workspace_layout(const delta_rule_problem& p) {
+    chunks = (p.tokens + chunk - 1) / chunk;
+    const long long R = static_cast<long long>(p.batch) * p.heads * chunks, K = p.key_dim, V = p.value_dim;
+    carver<256, long long> c;
+    W = c.take(R * chunk * K * 2);
+    TY = c.take(R * chunk * V * 4);
+    carry_keys = c.take(R * chunk * K * 2);
+    last = c.take(R * K * 4);
+    Q = c.take(R * chunk * K * 2);
+    P = c.take(R * chunk * chunk * 2);
+    U = c.take(R * chunk * V * 2);
+    S = c.take(R * K * V * 2);
+    total = c.at;
+  }
+};
+
+struct workspace_views {
+  bf16_t* W;
+  float* TY;
+  bf16_t* carry_keys;
+  float* last;
+  bf16_t* Q;
+  bf16_t* P;
+  bf16_t* U;
+  bf16_t* S;
+  workspace_views(const workspace_layout& L, void* base) {
+    auto* bytes = static_cast<unsigned char*>(base);
+    W = reinterpret_cast<bf16_t*>(bytes + L.W);
+    TY = reinterpret_cast<float*>(bytes + L.TY);
+    carry_keys = reinterpret_cast<bf16_t*>(bytes + L.carry_keys);
+    last = reinterpret_cast<float*>(bytes + L.last);
+    Q = reinterpret_cast<bf16_t*>(bytes + L.Q);
+    P = reinterpret_cast<bf16_t*>(bytes + L.P);
+    U = reinterpret_cast<bf16_t*>(bytes + L.U);
+    S = reinterpret_cast<bf16_t*>(bytes + L.S);
+  }
+};
+
+/// Σ_{t<n} g_ti in token order from 0 (binary32, the twin's order): channel i's log gates over the chunk.
+template <class In>
+__device__ __forceinline__ float chunk_gate_sum(const reader<In>& in, int c0, int n, int i) {
+  float sum = 0.0f;
+  for (int t0 = 0; t0 < n; t0 += load_batch) {
+    float g[load_batch];
+#pragma unroll
+    for (int u = 0; u < load_batch; ++u) g[u] = t0 + u < n ? in.g(c0 + t0 + u, i) : 0.0f;
+#pragma unroll
+    for (int u = 0; u < load_batch; ++u)
+      if (t0 + u < n) sum = add_rn(sum, g[u]);
+  }
+  return sum;
+}
+
+/// Column j of 𝒯 = (I + A)⁻¹ (A strictly lower, C x C, leading dimension ld_scores; rows past n zero)
+/// by forward substitution in binary32, 𝒯_tj = −Σ_{m=j}^{t−1} A_tm 𝒯_mj with fma and m rising (the
+/// twin's order), the column in registers; written rounded to bfloat16 into Tb (leading dimension
+/// ld_inverse). The loops are unrolled so that the column stays in registers; the terms m < j are
+/// skipped, not added as zeros.
+__device__ __forceinline__ void unit_lower_inverse_column(const float* A, int j, int n, bf16_t* Tb) {
+  float column[chunk];
+#pragma unroll
+  for (int t = 0; t < chunk; ++t) {
+    float s = 0.0f;
+#pragma unroll
+    for (int m = 0; m < t; ++m)
+      if (m >= j) s = fma_rn(A[t * ld_scores + m], column[m], s);
+    column[t] = t < n ? (t == j ? 1.0f : (t > j ? -s : 0.0f)) : 0.0f;
+    Tb[t * ld_inverse + j] = bf16_bits_of(column[t]);
+  }
+}
+
+/// Shared memory of the prepare launch (bytes) for key size K.
+struct prepare_shared {
+  int scratch, Tb, kg, kn, qg, Ub, beta, total;
+  __host__ __device__ explicit prepare_shared(int K) {
+    carver<128> c;
+    const int w_floats = chunk * (K + pad_f32), scores_floats = 2 * chunk * ld_scores;
+    scratch = c.take((w_floats > scores_floats ? w_floats : scores_floats) * 4);  // A and the scores, then W
+    Tb = c.take(chunk * ld_inverse * 2);
+    kg = c.take(chunk * (K + pad_bf16) * 2);  // Γk, then X = β Γ k
+    kn = c.take(chunk * (K + pad_bf16) * 2);  // Γ⁻¹w
+    qg = c.take(chunk * (K + pad_bf16) * 2);  // Γτq
+    Ub = c.take(chunk * (output_value_block + pad_bf16) * 2);
+    beta = c.take(chunk * 4);
+    total = c.at;
   }
 };
 
 template <class In>
-__global__ void __launch_bounds__(threads) delta_rule_kernel(const delta_rule_problem p) {
+__global__ void __launch_bounds__(threads)
+    delta_rule_prepare_kernel(const delta_rule_problem p, const workspace_views ws, const int chunks) {
   extern __shared__ __align__(128) unsigned char smem[];
-  const int K = p.key_dim, V = p.value_dim, BV = V < value_block ? V : value_block;
-  const int blocks_v = (V + BV - 1) / BV;
-  const long long b = blockIdx.x / (p.heads * blocks_v), h = (blockIdx.x / blocks_v) % p.heads;
-  const int v0 = static_cast<int>(blockIdx.x % blocks_v) * BV;
-  const int tid = threadIdx.x;
-  const reader<In> in{p, b, h};
+  const int K = p.key_dim, V = p.value_dim, tid = threadIdx.x, ldk = K + pad_bf16;
+  const long long hc = blockIdx.x, bh = hc / chunks;
+  const int c0 = static_cast<int>(hc % chunks) * chunk, n = p.tokens - c0 < chunk ? p.tokens - c0 : chunk;
+  const reader<In> in(p, bh / p.heads, bh % p.heads);
   const bool erases = p.rule != delta_rule_kind::gla;
-
-  const shared_layout L(K, BV);
-  float* S = reinterpret_cast<float*>(smem + L.S);
-  bf16_t* Sb = reinterpret_cast<bf16_t*>(smem + L.Sb);
+  const prepare_shared L(K);
   float* scratch = reinterpret_cast<float*>(smem + L.scratch);
+  float* A = scratch;
+  float* scores = scratch + chunk * ld_scores;
   bf16_t* Tb = reinterpret_cast<bf16_t*>(smem + L.Tb);
-  bf16_t* kg = reinterpret_cast<bf16_t*>(smem + L.kg);  // Γk, then X = β Γ k, then bf(W)
-  bf16_t* kn = reinterpret_cast<bf16_t*>(smem + L.kn);  // Γ⁻¹k
-  bf16_t* qg = reinterpret_cast<bf16_t*>(smem + L.qg);  // Γ τq, then the carry's keys
-  bf16_t* Ub = reinterpret_cast<bf16_t*>(smem + L.Ub);  // bf(β v), then bf(Ũ)
-  bf16_t* P = reinterpret_cast<bf16_t*>(smem + L.P);
-  float* G = reinterpret_cast<float*>(smem + L.G);
+  bf16_t* kg = reinterpret_cast<bf16_t*>(smem + L.kg);
+  bf16_t* kn = reinterpret_cast<bf16_t*>(smem + L.kn);
+  bf16_t* qg = reinterpret_cast<bf16_t*>(smem + L.qg);
+  bf16_t* Ub = reinterpret_cast<bf16_t*>(smem + L.Ub);
   float* beta = reinterpret_cast<float*>(smem + L.beta);
 
-  for (int x = tid; x < K * BV; x += threads) {
-    S[x] = in.initial(x / BV, v0 + x % BV);
-    Sb[x] = bf16_bits_of(S[x]);
-  }
-
-  for (int c0 = 0; c0 < p.tokens; c0 += chunk) {
-    const int n = p.tokens - c0 < chunk ? p.tokens - c0 : chunk;
-    // Gates: one thread a channel sums its log gates in token order (the twin's order).
-    if (tid < K) {
-      float sum = 0.0f;
-      for (int t = 0; t < chunk; ++t) {
-        if (t < n) sum = add_rn(sum, in.g(c0 + t, tid));
-        G[t * K + tid] = sum;
-      }
-    }
-    if (tid < chunk) beta[tid] = tid < n ? in.beta(c0 + tid) : 0.0f;
-    __syncthreads();
-    // Operands: Γk, Γ⁻¹w (w = κ or k), Γτq (rows past n zero).
-    for (int x = tid; x < chunk * K; x += threads) {
-      const int t = x / K, i = x % K;
-      if (t < n) {
-        const float gamma = exp_f32(G[x]), inverse = exp_f32(-G[x]);
-        kg[x] = bf16_bits_of(mul_rn(gamma, in.k(c0 + t, i)));
-        kn[x] = bf16_bits_of(mul_rn(inverse, in.w(c0 + t, i)));
-        qg[x] = bf16_bits_of(mul_rn(gamma, mul_rn(p.tau, in.q(c0 + t, i))));
-      } else {
-        kg[x] = kn[x] = qg[x] = 0;
-      }
-    }
-    __syncthreads();
-
-    if (erases) {
-      // A = β ⊙ (Γk)(Γ⁻¹k)ᵀ, strictly lower, into scratch[t][m]; 16 tiles, 4 a warp.
-      for_each_tile(chunk, chunk, [&](int t0, int m0) {
-        frag_acc acc;
-        wmma::fill_fragment(acc, 0.0f);
-        if (m0 <= t0) mma_steps<frag_a_row, frag_b_col>(acc, kg + t0 * K, K, 16, kn + m0 * K, K, 16, K / 16);
-        wmma::store_matrix_sync(scratch + t0 * scratch_cols + m0, acc, scratch_cols, wmma::mem_row_major);
-      });
-      __syncthreads();
-      for (int x = tid; x < chunk * chunk; x += threads) {
-        const int t = x / chunk, m = x % chunk;
-        float& a = scratch[t * scratch_cols + m];
-        a = (m < t && t < n) ? mul_rn(beta[t], a) : 0.0f;
-      }
-      __syncthreads();
-      // 𝒯 = (I + A)⁻¹ into scratch[t][C + j]: thread j owns column j (the twin's order).
-      if (tid < chunk) {
-        const int j = tid;
-        for (int t = 0; t < chunk; ++t) {
-          float value = 0.0f;
-          if (t == j && t < n) {
-            value = 1.0f;
-          } else if (t > j && t < n) {
-            float s = 0.0f;
-            for (int m = j; m < t; ++m)
-              s = fma_rn(scratch[t * scratch_cols + m], scratch[m * scratch_cols + chunk + j], s);
-            value = -s;
-          }
-          scratch[t * scratch_cols + chunk + j] = value;
+  if (tid < chunk) beta[tid] = tid < n ? in.beta(c0 + tid) : 0.0f;
+  __syncthreads();
+  // Operands, one thread a key channel i walking the tokens: the log gates summed in token order
+  // (the twin's order; Γ_last first, for the carry's keys), Γk, Γ⁻¹w (w = κ or k), Γτq, the carry's
+  // keys w ⊙ Γ_last Γ⁻¹ and X = β Γ k (rounded from the unrounded Γk, as the twin does); bf(Γτq), the
+  // keys, X and Γ_last also to the workspace (X in W's place: shared memory has no room for it yet).
+  if (tid < K) {
+    const int i = tid;
+    const float last = exp_f32(chunk_gate_sum(in, c0, n, i));
+    ws.last[hc * K + i] = last;
+    float sum = 0.0f;
+    for (int t0 = 0; t0 < chunk; t0 += load_batch) {
+      float g[load_batch], key[load_batch], write[load_batch], query[load_batch];
+#pragma unroll
+      for (int u = 0; u < load_batch; ++u) {
+        const int t = t0 + u;
+        g[u] = key[u] = write[u] = query[u] = 0.0f;
+        if (t < n) {
+          g[u] = in.g(c0 + t, i), key[u] = in.k(c0 + t, i), query[u] = in.q(c0 + t, i);
+          write[u] = in.writes_kappa() ? in.w(c0 + t, i) : key[u];
         }
       }
-      __syncthreads();
-      for (int x = tid; x < chunk * chunk; x += threads)
-        Tb[x] = bf16_bits_of(scratch[(x / chunk) * scratch_cols + chunk + x % chunk]);
-      // X = β Γ k over Γk (recomputed: the twin rounds β·(Γk) from the unrounded Γk), Y = β v.
-      for (int x = tid; x < chunk * K; x += threads) {
-        const int t = x / K, i = x % K;
-        kg[x] = t < n ? bf16_bits_of(mul_rn(beta[t], mul_rn(exp_f32(G[x]), in.k(c0 + t, i)))) : 0;
-      }
-      for (int x = tid; x < chunk * BV; x += threads) {
-        const int t = x / BV, j = x % BV;
-        Ub[x] = t < n ? bf16_bits_of(mul_rn(beta[t], in.v(c0 + t, v0 + j))) : 0;
-      }
-      __syncthreads();
-      // W = 𝒯X into scratch[t][i] (the 𝒯 copy in scratch is no longer read).
-      for_each_tile(chunk, K, [&](int t0, int i0) {
-        frag_acc acc;
-        wmma::fill_fragment(acc, 0.0f);
-        mma_steps<frag_a_row, frag_b_row>(acc, Tb + t0 * chunk, chunk, 16, kg + i0, K, 16 * K, t0 / 16 + 1);
-        wmma::store_matrix_sync(scratch + t0 * scratch_cols + i0, acc, scratch_cols, wmma::mem_row_major);
-      });
-      __syncthreads();
-      for (int x = tid; x < chunk * K; x += threads) kg[x] = bf16_bits_of(scratch[(x / K) * scratch_cols + x % K]);
-      __syncthreads();
-      // Ũ = 𝒯Y − bf(W) bf(S) into scratch[t][j].
-      for_each_tile(chunk, BV, [&](int t0, int j0) {
-        frag_acc u, ws;
-        wmma::fill_fragment(u, 0.0f);
-        wmma::fill_fragment(ws, 0.0f);
-        mma_steps<frag_a_row, frag_b_row>(u, Tb + t0 * chunk, chunk, 16, Ub + j0, BV, 16 * BV, t0 / 16 + 1);
-        mma_steps<frag_a_row, frag_b_row>(ws, kg + t0 * K, K, 16, Sb + j0, BV, 16 * BV, K / 16);
-        for (int e = 0; e < u.num_elements; ++e) u.x[e] = add_rn(u.x[e], -ws.x[e]);
-        wmma::store_matrix_sync(scratch + t0 * scratch_cols + j0, u, scratch_cols, wmma::mem_row_major);
-      });
-      __syncthreads();
-      for (int x = tid; x < chunk * BV; x += threads) Ub[x] = bf16_bits_of(scratch[(x / BV) * scratch_cols + x % BV]);
-    } else {
-      for (int x = tid; x < chunk * BV; x += threads) {
-        const int t = x / BV, j = x % BV;
-        Ub[x] = t < n ? bf16_bits_of(in.v(c0 + t, v0 + j)) : 0;
+#pragma unroll
+      for (int u = 0; u < load_batch; ++u) {
+        const int t = t0 + u;
+        bf16_t key_g = 0, write_g = 0, query_g = 0, carry_key = 0, x = 0;
+        if (t < n) {
+          sum = add_rn(sum, g[u]);
+          const float gamma = exp_f32(sum), inverse = exp_f32(-sum), gk = mul_rn(gamma, key[u]);
+          key_g = bf16_bits_of(gk);
+          x = bf16_bits_of(mul_rn(beta[t], gk));
+          write_g = bf16_bits_of(mul_rn(inverse, write[u]));
+          query_g = bf16_bits_of(mul_rn(gamma, mul_rn(p.tau, query[u])));
+          carry_key = bf16_bits_of(mul_rn(mul_rn(last, inverse), write[u]));
+        }
+        kg[t * ldk + i] = key_g;
+        kn[t * ldk + i] = write_g;
+        qg[t * ldk + i] = query_g;
+        ws.Q[(hc * chunk + t) * K + i] = query_g;
+        ws.carry_keys[(hc * chunk + t) * K + i] = carry_key;
+        ws.W[(hc * chunk + t) * K + i] = x;  // X = β Γ k, until W replaces it below
       }
     }
-    __syncthreads();
-
-    // Scores (Γτq)(Γ⁻¹k)ᵀ, causal with the diagonal, into P.
-    for_each_tile(chunk, chunk, [&](int t0, int m0) {
-      frag_acc acc;
-      wmma::fill_fragment(acc, 0.0f);
-      if (m0 <= t0) mma_steps<frag_a_row, frag_b_col>(acc, qg + t0 * K, K, 16, kn + m0 * K, K, 16, K / 16);
-      wmma::store_matrix_sync(scratch + t0 * scratch_cols + m0, acc, scratch_cols, wmma::mem_row_major);
-    });
-    __syncthreads();
-    for (int x = tid; x < chunk * chunk; x += threads) {
-      const int t = x / chunk, m = x % chunk;
-      P[x] = m <= t ? bf16_bits_of(scratch[t * scratch_cols + m]) : 0;
+  }
+  __syncthreads();
+  // A = (Γk)(Γ⁻¹w)ᵀ (erasing rules) and the scores (Γτq)(Γ⁻¹w)ᵀ, the lower tiles, on the tensor cores.
+  for_each_tile(chunk, 2 * chunk, [&](int t0, int m0) {
+    const bool is_scores = m0 >= chunk;
+    const int m = is_scores ? m0 - chunk : m0;
+    frag_acc acc;
+    wmma::fill_fragment(acc, 0.0f);
+    if (m <= t0 && (is_scores || erases))
+      mma_steps<frag_a_row, frag_b_col>(acc, (is_scores ? qg : kg) + t0 * ldk, ldk, 16, kn + m * ldk, ldk, 16, K / 16);
+    wmma::store_matrix_sync((is_scores ? scores : A) + t0 * ld_scores + m, acc, ld_scores, wmma::mem_row_major);
+  });
+  __syncthreads();
+  // β ⊙ A, strictly lower; P = bf(scores), causal with the diagonal, to the workspace.
+  for (int x = tid; x < chunk * chunk; x += threads) {
+    const int t = x / chunk, m = x % chunk;
+    A[t * ld_scores + m] = (m < t && t < n) ? mul_rn(beta[t], A[t * ld_scores + m]) : 0.0f;
+    ws.P[hc * chunk * chunk + x] = m <= t ? bf16_bits_of(scores[t * ld_scores + m]) : 0;
+  }
+  float* TY_out = ws.TY + hc * chunk * V;
+  if (!erases) {
+    // GLA: 𝒯 = I and no erasure; the state launch rounds v itself (Ũ = bf(v)).
+    for_each_loaded(
+        tid, chunk * V, threads, [&](int x) { return x / V < n ? in.v(c0 + x / V, x % V) : 0.0f; },
+        [&](int x, float value) { TY_out[x] = value; });
+    return;
+  }
+  __syncthreads();
+  // Warps 0-1 solve (one thread a column of 𝒯); meanwhile warps 2-3 bring X back from the workspace into
+  // Γk's place (the block's own writes, visible after the barrier above) and Y's first value columns.
+  const int BV = V < output_value_block ? V : output_value_block, ldu = BV + pad_bf16;
+  const auto fill_values = [&](int v0, int first, int stride) {
+    for_each_loaded(
+        first, chunk * BV, stride, [&](int x) { return x / BV < n ? in.v(c0 + x / BV, v0 + x % BV) : 0.0f; },
+        [&](int x, float value) {
+          const int t = x / BV;
+          Ub[t * ldu + x % BV] = t < n ? bf16_bits_of(mul_rn(beta[t], value)) : 0;
+        });
+  };
+  if (tid < chunk) {
+    unit_lower_inverse_column(A, tid, n, Tb);
+  } else {
+    // 16 bytes (8 bfloat16) a load.
+    const uint4* X = reinterpret_cast<const uint4*>(ws.W + hc * chunk * K);
+    for_each_loaded(
+        tid - chunk, chunk * K / 8, threads - chunk, [&](int x) { return X[x]; },
+        [&](int x, uint4 eight) { *reinterpret_cast<uint4*>(kg + (x * 8 / K) * ldk + x * 8 % K) = eight; });
+    fill_values(0, tid - chunk, threads - chunk);
+  }
+  __syncthreads();
+  // W = 𝒯X (C x K) into scratch, then bf(W) to the workspace.
+  const int ldw = K + pad_f32;
+  for_each_tile(chunk, K, [&](int t0, int i0) {
+    frag_acc acc;
+    wmma::fill_fragment(acc, 0.0f);
+    mma_steps<frag_a_row, frag_b_row>(acc, Tb + t0 * ld_inverse, ld_inverse, 16, kg + i0, ldk, 16 * ldk, t0 / 16 + 1);
+    wmma::store_matrix_sync(scratch + t0 * ldw + i0, acc, ldw, wmma::mem_row_major);
+  });
+  __syncthreads();
+  for (int x = tid; x < chunk * K; x += threads)
+    ws.W[hc * chunk * K + x] = bf16_bits_of(scratch[(x / K) * ldw + x % K]);
+  // 𝒯Y, Y = bf(β v), by blocks of value columns, straight to the workspace (binary32).
+  for (int v0 = 0; v0 < V; v0 += BV) {
+    if (v0 > 0) {
+      fill_values(v0, tid, threads);
+      __syncthreads();
     }
-    __syncthreads();
-    // o = bf(Γτq) bf(S) + P bf(Ũ), one accumulator, into scratch, then the n rows to o.
     for_each_tile(chunk, BV, [&](int t0, int j0) {
       frag_acc acc;
       wmma::fill_fragment(acc, 0.0f);
-      mma_steps<frag_a_row, frag_b_row>(acc, qg + t0 * K, K, 16, Sb + j0, BV, 16 * BV, K / 16);
-      mma_steps<frag_a_row, frag_b_row>(acc, P + t0 * chunk, chunk, 16, Ub + j0, BV, 16 * BV, t0 / 16 + 1);
-      wmma::store_matrix_sync(scratch + t0 * scratch_cols + j0, acc, scratch_cols, wmma::mem_row_major);
+      mma_steps<frag_a_row, frag_b_row>(acc, Tb + t0 * ld_inverse, ld_inverse, 16, Ub + j0, ldu, 16 * ldu, t0 / 16 + 1);
+      wmma::store_matrix_sync(TY_out + t0 * V + v0 + j0, acc, V, wmma::mem_row_major);
     });
     __syncthreads();
-    for (int x = tid; x < n * BV; x += threads) {
-      const int t = x / BV, j = x % BV;
-      p.o[((b * p.tokens + c0 + t) * p.heads + h) * V + v0 + j] = scratch[t * scratch_cols + j];
-    }
-    // The carry's keys w ⊙ Γ_last Γ⁻¹ (w = κ or k; over qg, no longer read).
-    for (int x = tid; x < chunk * K; x += threads) {
-      const int t = x / K, i = x % K;
-      qg[x] = t < n ? bf16_bits_of(mul_rn(mul_rn(exp_f32(G[(n - 1) * K + i]), exp_f32(-G[x])), in.w(c0 + t, i))) : 0;
+  }
+}
+
+/// Shared memory of the state launch (bytes) for key size K and BV value columns: the state, its
+/// bfloat16 copy, the chunk's operands twice (this chunk's and the next's, arriving by cp.async),
+/// scratch, bf(Ũ).
+template <int BV>
+struct state_shared {
+  static constexpr int ldv = BV + pad_bf16, ldv32 = BV + pad_f32;
+  int S, Sb, W, keys, TY, last, scratch, Ub, total;
+  __host__ __device__ explicit state_shared(int K) {
+    carver<128> c;
+    S = c.take(K * BV * 4);
+    Sb = c.take(K * ldv * 2);
+    W = c.take(2 * chunk * (K + pad_bf16) * 2);
+    keys = c.take(2 * chunk * (K + pad_bf16) * 2);
+    TY = c.take(2 * chunk * ldv32 * 4);
+    last = c.take(2 * K * 4);
+    scratch = c.take((K > chunk ? K : chunk) * ldv32 * 4);
+    Ub = c.take(chunk * ldv * 2);
+    total = c.at;
+  }
+};
+
+/// Starts copying chunk hc's operands (bf(W), the carry's keys: C x K; 𝒯Y's columns v0..v0+BV; the
+/// decay Γ_last: K) into one buffer of the state launch's shared memory, 16 bytes a copy.
+template <int BV>
+__device__ __forceinline__ void fetch_chunk_operands(const workspace_views& ws, long long hc, int K, int V, int v0,
+                                                     bf16_t* W, bf16_t* keys, float* TY, float* last) {
+  const int ldk = K + pad_bf16, row_copies = K / 8;  // 8 bfloat16 a copy
+  const bf16_t* W_in = ws.W + hc * chunk * K;
+  const bf16_t* keys_in = ws.carry_keys + hc * chunk * K;
+  for (int x = threadIdx.x; x < chunk * row_copies; x += threads) {
+    const int t = x / row_copies, part = x % row_copies;
+    __pipeline_memcpy_async(W + t * ldk + part * 8, W_in + t * K + part * 8, 16);
+    __pipeline_memcpy_async(keys + t * ldk + part * 8, keys_in + t * K + part * 8, 16);
+  }
+  constexpr int ty_copies = BV / 4;  // 4 floats a copy
+  const float* TY_in = ws.TY + hc * chunk * V + v0;
+  for (int x = threadIdx.x; x < chunk * ty_copies; x += threads) {
+    const int t = x / ty_copies, part = x % ty_copies;
+    __pipeline_memcpy_async(TY + t * state_shared<BV>::ldv32 + part * 4, TY_in + t * V + part * 4, 16);
+  }
+  for (int x = threadIdx.x; x < K / 4; x += threads)
+    __pipeline_memcpy_async(last + x * 4, ws.last + hc * K + x * 4, 16);
+  __pipeline_commit();
+}
+
+template <class In, int BV>
+__global__ void __launch_bounds__(threads)
+    delta_rule_state_kernel(const delta_rule_problem p, const workspace_views ws, const int chunks) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  using layout = state_shared<BV>;
+  constexpr int ldv = layout::ldv, ldv32 = layout::ldv32;
+  const int K = p.key_dim, V = p.value_dim, tid = threadIdx.x, blocks_v = V / BV, ldk = K + pad_bf16;
+  const long long b = blockIdx.x / (p.heads * blocks_v), h = (blockIdx.x / blocks_v) % p.heads;
+  const int v0 = static_cast<int>(blockIdx.x % blocks_v) * BV;
+  const reader<In> in(p, b, h);
+  const bool erases = p.rule != delta_rule_kind::gla;
+  const layout L(K);
+  float* S = reinterpret_cast<float*>(smem + L.S);
+  bf16_t* Sb = reinterpret_cast<bf16_t*>(smem + L.Sb);
+  float* scratch = reinterpret_cast<float*>(smem + L.scratch);
+  bf16_t* Ub = reinterpret_cast<bf16_t*>(smem + L.Ub);
+  const auto W_of = [&](int buffer) { return reinterpret_cast<bf16_t*>(smem + L.W) + buffer * chunk * ldk; };
+  const auto keys_of = [&](int buffer) { return reinterpret_cast<bf16_t*>(smem + L.keys) + buffer * chunk * ldk; };
+  const auto TY_of = [&](int buffer) { return reinterpret_cast<float*>(smem + L.TY) + buffer * chunk * ldv32; };
+  const auto last_of = [&](int buffer) { return reinterpret_cast<float*>(smem + L.last) + buffer * K; };
+
+  for_each_loaded(
+      tid, K * BV, threads, [&](int x) { return in.initial(x / BV, v0 + x % BV); },
+      [&](int x, float value) {
+        S[x] = value;
+        Sb[(x / BV) * ldv + x % BV] = bf16_bits_of(value);
+      });
+  const long long hc0 = (b * p.heads + h) * chunks;
+  if (chunks > 0) fetch_chunk_operands<BV>(ws, hc0, K, V, v0, W_of(0), keys_of(0), TY_of(0), last_of(0));
+  for (int c = 0; c < chunks; ++c) {
+    const long long hc = hc0 + c;
+    const int buffer = c & 1;
+    if (c + 1 < chunks) {
+      fetch_chunk_operands<BV>(ws, hc + 1, K, V, v0, W_of(buffer ^ 1), keys_of(buffer ^ 1), TY_of(buffer ^ 1),
+                               last_of(buffer ^ 1));
+      __pipeline_wait_prior(1);
+    } else {
+      __pipeline_wait_prior(0);
     }
     __syncthreads();
-    // S' = Γ_last ⊙ S + (carry keys)ᵀ bf(Ũ): the product into scratch (K x BV, leading dimension BV).
+    const bf16_t* W = W_of(buffer);
+    const bf16_t* keys = keys_of(buffer);
+    const float* TY = TY_of(buffer);
+    const float* last = last_of(buffer);
+    // bf(S) of the chunk start, for the output launch.
+    bf16_t* S_out = ws.S + hc * K * V + v0;
+    for (int x = tid; x < K * BV; x += threads) S_out[(x / BV) * V + x % BV] = Sb[(x / BV) * ldv + x % BV];
+    // Ũ = 𝒯Y − bf(W) bf(S) (GLA: v) into scratch (C x BV).
+    if (erases) {
+      for_each_tile(chunk, BV, [&](int t0, int j0) {
+        frag_acc u, product;
+        wmma::load_matrix_sync(u, TY + t0 * ldv32 + j0, ldv32, wmma::mem_row_major);
+        wmma::fill_fragment(product, 0.0f);
+        mma_steps<frag_a_row, frag_b_row>(product, W + t0 * ldk, ldk, 16, Sb + j0, ldv, 16 * ldv, K / 16);
+        for (int e = 0; e < u.num_elements; ++e) u.x[e] = add_rn(u.x[e], -product.x[e]);
+        wmma::store_matrix_sync(scratch + t0 * ldv32 + j0, u, ldv32, wmma::mem_row_major);
+      });
+      __syncthreads();
+    }
+    const float* U = erases ? scratch : TY;
+    bf16_t* U_out = ws.U + hc * chunk * V + v0;
+    for (int x = tid; x < chunk * BV; x += threads) {
+      const int t = x / BV, j = x % BV;
+      Ub[t * ldv + j] = bf16_bits_of(U[t * ldv32 + j]);
+      U_out[t * V + j] = Ub[t * ldv + j];
+    }
+    __syncthreads();
+    // S' = Γ_last ⊙ S + (carry keys)ᵀ bf(Ũ): the product into scratch (K x BV).
     for_each_tile(K, BV, [&](int i0, int j0) {
       frag_acc acc;
       wmma::fill_fragment(acc, 0.0f);
-      mma_steps<frag_a_col, frag_b_row>(acc, qg + i0, K, 16 * K, Ub + j0, BV, 16 * BV, chunk / 16);
-      wmma::store_matrix_sync(scratch + i0 * BV + j0, acc, BV, wmma::mem_row_major);
+      mma_steps<frag_a_col, frag_b_row>(acc, keys + i0, ldk, 16 * ldk, Ub + j0, ldv, 16 * ldv, chunk / 16);
+      wmma::store_matrix_sync(scratch + i0 * ldv32 + j0, acc, ldv32, wmma::mem_row_major);
     });
     __syncthreads();
     for (int x = tid; x < K * BV; x += threads) {
-      const float last = exp_f32(G[(n - 1) * K + x / BV]);
-      S[x] = add_rn(mul_rn(last, S[x]), scratch[x]);
-      Sb[x] = bf16_bits_of(S[x]);
+      const int i = x / BV, j = x % BV;
+      S[x] = add_rn(mul_rn(last[i], S[x]), scratch[i * ldv32 + j]);
+      Sb[i * ldv + j] = bf16_bits_of(S[x]);
     }
     __syncthreads();
   }
   for (int x = tid; x < K * BV; x += threads) p.final_state[((b * p.heads + h) * K + x / BV) * V + v0 + x % BV] = S[x];
 }
 
+/// Shared memory of the output launch (bytes) for key size K and BV value columns: bf(Γτq), P, bf(S),
+/// bf(Ũ) (each row padded), and o staged.
+struct output_shared {
+  int Q, P, S, U, staged, total;
+  __host__ __device__ output_shared(int K, int BV) {
+    carver<128> c;
+    Q = c.take(chunk * (K + pad_bf16) * 2);
+    P = c.take(chunk * ld_inverse * 2);
+    S = c.take(K * (BV + pad_bf16) * 2);
+    U = c.take(chunk * (BV + pad_bf16) * 2);
+    staged = c.take(chunk * (BV + pad_f32) * 4);
+    total = c.at;
+  }
+};
+
+/// Starts copying a rows x cols bfloat16 matrix (leading dimension ld_from in global memory) into
+/// shared memory (leading dimension ld_to), 16 bytes a copy.
+__device__ __forceinline__ void fetch_matrix(bf16_t* to, int ld_to, const bf16_t* from, long long ld_from, int rows,
+                                             int cols) {
+  const int row_copies = cols / 8;
+  for (int x = threadIdx.x; x < rows * row_copies; x += threads) {
+    const int r = x / row_copies, part = x % row_copies;
+    __pipeline_memcpy_async(to + r * ld_to + part * 8, from + r * ld_from + part * 8, 16);
+  }
+}
+
 template <class In>
-void launch(const delta_rule_problem& p) {
-  const int BV = p.value_dim < value_block ? p.value_dim : value_block;
-  const shared_layout L(p.key_dim, BV);
-  const auto kernel = delta_rule_kernel<In>;
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L.total),
-             "cudaFuncSetAttribute(delta_rule_kernel)");
-  const long long blocks = static_cast<long long>(p.batch) * p.heads * ((p.value_dim + BV - 1) / BV);
-  kernel<<<static_cast<unsigned>(blocks), threads, L.total, static_cast<cudaStream_t>(p.stream)>>>(p);
-  check_cuda(cudaGetLastError(), "delta_rule_kernel launch");
+__global__ void __launch_bounds__(threads)
+    delta_rule_output_kernel(const delta_rule_problem p, const workspace_views ws, const int chunks, const int BV) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int K = p.key_dim, V = p.value_dim, tid = threadIdx.x, blocks_v = V / BV;
+  const int ldk = K + pad_bf16, ldv = BV + pad_bf16, ldo = BV + pad_f32;
+  const long long hc = blockIdx.x / blocks_v, bh = hc / chunks;
+  const int v0 = static_cast<int>(blockIdx.x % blocks_v) * BV;
+  const long long b = bh / p.heads, h = bh % p.heads;
+  const int c0 = static_cast<int>(hc % chunks) * chunk, n = p.tokens - c0 < chunk ? p.tokens - c0 : chunk;
+  const output_shared L(K, BV);
+  bf16_t* Q = reinterpret_cast<bf16_t*>(smem + L.Q);
+  bf16_t* P = reinterpret_cast<bf16_t*>(smem + L.P);
+  bf16_t* Sb = reinterpret_cast<bf16_t*>(smem + L.S);
+  bf16_t* Ub = reinterpret_cast<bf16_t*>(smem + L.U);
+  float* staged = reinterpret_cast<float*>(smem + L.staged);
+  // The operands from the workspace, each once per block (the tiles of a warp share rows and columns).
+  fetch_matrix(Q, ldk, ws.Q + hc * chunk * K, K, chunk, K);
+  fetch_matrix(P, ld_inverse, ws.P + hc * chunk * chunk, chunk, chunk, chunk);
+  fetch_matrix(Sb, ldv, ws.S + hc * K * V + v0, V, K, BV);
+  fetch_matrix(Ub, ldv, ws.U + hc * chunk * V + v0, V, chunk, BV);
+  __pipeline_commit();
+  __pipeline_wait_prior(0);
+  __syncthreads();
+  // o = bf(Γτq) bf(S) + P bf(Ũ), one accumulator.
+  for_each_tile(chunk, BV, [&](int t0, int j0) {
+    frag_acc acc;
+    wmma::fill_fragment(acc, 0.0f);
+    mma_steps<frag_a_row, frag_b_row>(acc, Q + t0 * ldk, ldk, 16, Sb + j0, ldv, 16 * ldv, K / 16);
+    mma_steps<frag_a_row, frag_b_row>(acc, P + t0 * ld_inverse, ld_inverse, 16, Ub + j0, ldv, 16 * ldv, t0 / 16 + 1);
+    wmma::store_matrix_sync(staged + t0 * ldo + j0, acc, ldo, wmma::mem_row_major);
+  });
+  __syncthreads();
+  for (int x = tid; x < n * BV; x += threads) {
+    const int t = x / BV, j = x % BV;
+    p.o[((b * p.tokens + c0 + t) * p.heads + h) * V + v0 + j] = staged[t * ldo + j];
+  }
+}
+
+template <class Kernel>
+void allow_shared(Kernel kernel, int bytes, const char* name) {
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), name);
+}
+
+template <class In, int BV>
+void launch_state(const delta_rule_problem& p, const workspace_views& ws, int chunks, cudaStream_t stream) {
+  const state_shared<BV> L(p.key_dim);
+  allow_shared(delta_rule_state_kernel<In, BV>, L.total, "cudaFuncSetAttribute(delta_rule_state_kernel)");
+  const long long blocks = static_cast<long long>(p.batch) * p.heads * (p.value_dim / BV);
+  delta_rule_state_kernel<In, BV><<<static_cast<unsigned>(blocks), threads, L.total, stream>>>(p, ws, chunks);
+  check_cuda(cudaGetLastError(), "delta_rule_state_kernel launch");
+}
+
+template <class In>
+void launch(const delta_rule_problem& p, void* workspace) {
+  const workspace_layout layout(p);
+  const workspace_views ws(layout, workspace);
+  const auto stream = static_cast<cudaStream_t>(p.stream);
+  const int chunks = static_cast<int>(layout.chunks), K = p.key_dim, V = p.value_dim;
+  const long long heads = static_cast<long long>(p.batch) * p.heads;
+  if (chunks > 0) {
+    const prepare_shared L(K);
+    allow_shared(delta_rule_prepare_kernel<In>, L.total, "cudaFuncSetAttribute(delta_rule_prepare_kernel)");
+    delta_rule_prepare_kernel<In><<<static_cast<unsigned>(heads * chunks), threads, L.total, stream>>>(p, ws, chunks);
+    check_cuda(cudaGetLastError(), "delta_rule_prepare_kernel launch");
+  }
+  launch_state<In, state_value_block>(p, ws, chunks, stream);
+  if (chunks > 0) {
+    const int BV = V < output_value_block ? V : output_value_block;
+    const int bytes = output_shared(K, BV).total;
+    allow_shared(delta_rule_output_kernel<In>, bytes, "cudaFuncSetAttribute(delta_rule_output_kernel)");
+    delta_rule_output_kernel<In>
+        <<<static_cast<unsigned>(heads * chunks * (V / BV)), threads, bytes, stream>>>(p, ws, chunks, BV);
+    check_cuda(cudaGetLastError(), "delta_rule_output_kernel launch");
+  }
 }
 
 }  // namespace
 
+std::size_t delta_rule_workspace_bytes(const delta_rule_problem& p) {
+  delta_rule_check(p);
+  return static_cast<std::size_t>(workspace_layout(p).total);
+}
+
 void delta_rule_device(const delta_rule_problem& p) {
   delta_rule_check(p);
+  const auto stream = static_cast<cudaStream_t>(p.stream);
+  void* workspace = p.workspace;
+  if (workspace == nullptr)
+    check_cuda(cudaMallocAsync(&workspace, delta_rule_workspace_bytes(p) + 4, stream), "cudaMallocAsync(workspace)");
   switch (p.dtype) {
-    case input_dtype::f32: launch<float>(p); break;
-    case input_dtype::bf16: launch<bf16_bits>(p); break;
-    case input_dtype::f16: launch<f16_bits>(p); break;
+    case input_dtype::f32: launch<float>(p, workspace); break;
+    case input_dtype::bf16: launch<bf16_bits>(p, workspace); break;
+    case input_dtype::f16: launch<f16_bits>(p, workspace); break;
   }
+  if (p.workspace == nullptr) check_cuda(cudaFreeAsync(workspace, stream), "cudaFreeAsync(workspace)");
 }
 
 void delta_rule_host(const delta_rule_problem& host) {
@@ -341,8 +672,10 @@ void delta_rule_host(const delta_rule_problem& host) {
   device.initial_state = arena.upload(host.initial_state, {B, HV, K, V}, host.dtype);
   device.o = arena.poisoned(B * T * HV * V);
   device.final_state = arena.poisoned(B * HV * K * V);
+  // The workspace poisoned too: a launch that reads what an earlier one failed to write reads NaN.
+  device.workspace = arena.poisoned(static_cast<long long>((delta_rule_workspace_bytes(host) + 3) / 4));
   delta_rule_device(device);
-  check_cuda(cudaDeviceSynchronize(), "delta_rule_kernel");
+  check_cuda(cudaDeviceSynchronize(), "delta_rule kernels");
   device_arena::download(host.o, device.o, B * T * HV * V);
   device_arena::download(host.final_state, device.final_state, B * HV * K * V);
 }

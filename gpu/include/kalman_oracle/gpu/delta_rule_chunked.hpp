@@ -6,6 +6,7 @@
 // its CPU twin in twin/delta_rule_chunked_twin.hpp.
 #pragma once
 
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -39,6 +40,9 @@ struct delta_rule_problem {
   float tau = 0;  ///< the query scale, as the reference computes it: float(K ** -0.5) (query_scale.hpp)
   float *o = nullptr, *final_state = nullptr;
   void* stream = nullptr;  ///< a cudaStream_t; null: the default stream
+  /// delta_rule_workspace_bytes(problem) bytes of device memory, 256-byte aligned, for what the three
+  /// launches pass on (docs/kernels.md); null: delta_rule_device allocates it on the stream.
+  void* workspace = nullptr;
 };
 
 /// Tokens per chunk (fla's BT; the reference's default_wy_chunk_size).
@@ -78,7 +82,11 @@ inline void delta_rule_check(const delta_rule_problem& p) {
     if (needed && data == nullptr) fail(std::string(name) + " is missing (a null pointer)");
 }
 
-/// Runs the kernel on device pointers (asynchronous on problem.stream); std::runtime_error for a CUDA
+/// The workspace the kernels need for this problem: 6K + 6V + 2C + (2KV + 4K)/C bytes per token and
+/// value head, C = delta_rule_chunk_tokens (1.15 GB at B = 2, T = 16384, HV = 16, K = V = 128).
+std::size_t delta_rule_workspace_bytes(const delta_rule_problem& problem);
+
+/// Runs the kernels on device pointers (asynchronous on problem.stream); std::runtime_error for a CUDA
 /// error.
 void delta_rule_device(const delta_rule_problem& problem);
 
