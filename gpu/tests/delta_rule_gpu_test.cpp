@@ -1,5 +1,5 @@
 // On the GPU (label `gpu`): the chunked delta-rule kernel on random problems (every rule and gate, T at
-// the chunk edges, K and V from 16 to 128, grouped value heads, an initial state or none), with the
+// the chunk edges and 0, K and V from 16 to 128, grouped value heads, an initial state or none), with the
 // outputs poisoned with NaN first: every output written and finite, the same bits when run again, and
 // its distance to the CPU twin printed (the tensor cores' order of accumulation is not the twin's, so
 // they part by roundings: both are checked against the fixtures' bf16-tc budgets through `conform`,
@@ -33,6 +33,8 @@ TEST_CASE("gpu: the chunked delta-rule kernel writes every output, the same bits
       {delta_rule_kind::beta_form, delta_rule_gate::per_head, 2, 65, 1, 1, 128, 128, false},
       {delta_rule_kind::beta_form, delta_rule_gate::per_channel, 1, 200, 2, 1, 64, 128, true},
       {delta_rule_kind::gla, delta_rule_gate::per_channel, 2, 129, 1, 2, 16, 48, true},
+      {delta_rule_kind::two_key, delta_rule_gate::per_channel, 1, 130, 2, 1, 64, 64, true},
+      {delta_rule_kind::beta_form, delta_rule_gate::per_head, 1, 0, 2, 1, 32, 32, true},
   };
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> unit(-1, 1), positive(0, 1), gate(-0.2f, 0);
@@ -42,13 +44,14 @@ TEST_CASE("gpu: the chunked delta-rule kernel writes every output, the same bits
     CAPTURE(s.V);
     const int HV = s.H * s.group;
     std::vector<float> q(s.B * s.T * s.H * s.K), k(q.size()), v(s.B * s.T * HV * s.V), beta(s.B * s.T * HV),
-        g(s.B * s.T * HV * s.K), initial(s.B * HV * s.K * s.V);
+        g(s.B * s.T * HV * s.K), initial(s.B * HV * s.K * s.V), kappa(s.B * s.T * HV * s.K);
     for (float& x : q) x = unit(rng);
     for (float& x : v) x = unit(rng);
     for (float& x : beta) x = positive(rng);
     for (float& x : g) x = gate(rng);
     for (float& x : initial) x = unit(rng);
-    for (std::size_t r = 0; r < k.size() / s.K; ++r) {  // unit keys
+    for (float& x : kappa) x = unit(rng) / static_cast<float>(s.K);  // |κ_t k_tᵀ| below 1
+    for (std::size_t r = 0; r < k.size() / s.K; ++r) {               // unit keys
       float norm = 0;
       for (int i = 0; i < s.K; ++i) k[r * s.K + i] = unit(rng), norm += k[r * s.K + i] * k[r * s.K + i];
       for (int i = 0; i < s.K; ++i) k[r * s.K + i] /= std::sqrt(norm);
@@ -63,6 +66,7 @@ TEST_CASE("gpu: the chunked delta-rule kernel writes every output, the same bits
     p.k = strided_view(k.data(), T * H * K, H * K, K, 1);
     p.v = strided_view(v.data(), T * hv * V, hv * V, V, 1);
     p.beta = strided_view(beta.data(), T * hv, hv, 1);
+    p.kappa = strided_view(kappa.data(), T * hv * K, hv * K, K, 1);
     p.g = s.gate == delta_rule_gate::per_channel ? strided_view(g.data(), T * hv * K, hv * K, K, 1)
                                                  : strided_view(g.data(), T * hv, hv, 1);
     if (s.initial) p.initial_state = strided_view(initial.data(), hv * K * V, K * V, V, 1);
@@ -78,11 +82,17 @@ TEST_CASE("gpu: the chunked delta-rule kernel writes every output, the same bits
       for (const float x : state) REQUIRE(std::isfinite(x));
       if (run == 0) {
         first_o = o, first_state = state;
-        double largest = 0, apart = 0;
+        double largest = 0, apart = 0, largest_state = 0, apart_state = 0;
         for (std::size_t x = 0; x < o.size(); ++x)
           largest = std::fmax(largest, std::fabs(twin_o[x])), apart = std::fmax(apart, std::fabs(o[x] - twin_o[x]));
-        std::printf("delta_rule T=%d K=%d V=%d: kernel - twin, largest |o| difference %.3g of the largest |o| %.3g\n",
-                    s.T, s.K, s.V, apart, largest);
+        for (std::size_t x = 0; x < state.size(); ++x)
+          largest_state = std::fmax(largest_state, std::fabs(twin_state[x])),
+          apart_state = std::fmax(apart_state, std::fabs(state[x] - twin_state[x]));
+        std::printf(
+            "delta_rule rule=%d gate=%d T=%d K=%d V=%d: kernel - twin, largest |o| difference %.3g of the largest |o| "
+            "%.3g; final state %.3g of %.3g\n",
+            static_cast<int>(s.rule), static_cast<int>(s.gate), s.T, s.K, s.V, apart, largest, apart_state,
+            largest_state);
       } else {
         CHECK(o == first_o);
         CHECK(state == first_state);
