@@ -117,10 +117,9 @@ __device__ __forceinline__ void for_each_loaded(int first, int count, int stride
 template <class In>
 struct reader {
   const delta_rule_problem& p;
-  long long b, h, k_base, q_base, v_base, kappa_base, beta_base, g_base, initial_base;
-  __device__ reader(const delta_rule_problem& problem, long long batch_row, long long head)
-      : p(problem), b(batch_row), h(head) {
-    const long long key_head = h / p.key_head_group;
+  long long k_base, q_base, v_base, kappa_base, beta_base, g_base, initial_base;
+  __device__ reader(const delta_rule_problem& problem, long long batch_row, long long head) : p(problem) {
+    const long long b = batch_row, h = head, key_head = h / p.key_head_group;
     k_base = offset_of(p.k, b, 0, key_head);
     q_base = offset_of(p.q, b, 0, key_head);
     v_base = offset_of(p.v, b, 0, h);

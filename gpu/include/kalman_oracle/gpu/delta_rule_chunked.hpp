@@ -47,7 +47,8 @@ struct delta_rule_problem {
 
 /// Tokens per chunk (fla's BT; the reference's default_wy_chunk_size).
 inline constexpr int delta_rule_chunk_tokens = 64;
-/// The largest K and the block of value columns one CTA keeps (K x 64 binary32 state in shared memory).
+/// The largest K (a chunk's operands, K wide, in one block's shared memory) and the value columns one
+/// block of the output launch computes (docs/kernels.md, "Chunked delta-rule memory").
 inline constexpr int delta_rule_max_key_dim = 128;
 inline constexpr int delta_rule_value_block = 64;
 
