@@ -7,7 +7,7 @@
 #   --full-sanitize  the whole sanitizer pass instead: the unit tests, the properties, the tool, the
 #                    planted candidate and the twins under ASan + UBSan, and every test labelled
 #                    unit, property, fuzz, sanitize or twin but the meta and long ones (about
-#                    17 minutes more on 2 cores; run it before a release and after a change to the
+#                    15 minutes more on 2 cores; run it before a release and after a change to the
 #                    reader, the tool or the reference's index arithmetic)
 #   --no-sanitize    no sanitizer pass
 set -euo pipefail
