@@ -85,14 +85,8 @@ Proof.
   intros x y.
   pose proof (cauchy_schwarz x y) as H.
   rewrite <- (norm_sqr x), <- (norm_sqr y) in H.
-  pose proof (Rmult_le_pos _ _ (norm_nonneg x) (norm_nonneg y)) as Hp.
-  replace (norm x * norm x * (norm y * norm y)) with ((norm x * norm y) * (norm x * norm y)) in H
-    by ring.
-  destruct (Rle_dec (dot x y) (norm x * norm y)) as [Hle|Hgt]; [assumption|].
-  apply Rnot_le_lt in Hgt.
-  assert ((norm x * norm y) * (norm x * norm y) < dot x y * dot x y)
-    by (apply Rmult_le_0_lt_compat; lra).
-  lra.
+  apply Rsqr_incr_0_var; [unfold Rsqr; nra|].
+  apply Rmult_le_pos; apply norm_nonneg.
 Qed.
 
 (** The triangle inequality of the Euclidean norm. *)
@@ -104,11 +98,7 @@ Proof.
   { rewrite norm_sqr, dot_add_l, !dot_add_r, (dot_sym y x).
     pose proof (dot_le_norms x y).
     rewrite <- (norm_sqr x), <- (norm_sqr y). nra. }
-  destruct (Rle_dec (norm (add x y)) (norm x + norm y)) as [Hle|Hgt]; [assumption|].
-  apply Rnot_le_lt in Hgt.
-  assert ((norm x + norm y) * (norm x + norm y) < norm (add x y) * norm (add x y))
-    by (apply Rmult_le_0_lt_compat; lra).
-  lra.
+  apply Rsqr_incr_0_var; [unfold Rsqr; assumption|lra].
 Qed.
 
 (** ** 1. The erase step is non-expansive *)
