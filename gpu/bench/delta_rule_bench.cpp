@@ -4,7 +4,8 @@
 // and KDA (a gate per channel), one JSON line each: the time, the effective bandwidth (every input
 // read once, every output written once, over the time) and its ratio to a device-to-device copy of
 // the same bytes in the same run, the tensor-core rate (the chunked form's matrix-product FLOPs over
-// the time) and its fraction of a bfloat16 cuBLAS product's rate measured in the same run.
+// the time) and its fraction of a bfloat16 cuBLAS product's rate measured in the same run; and each of
+// the three launches timed alone (prepare_ms, state_ms, output_ms).
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -70,6 +71,11 @@ void delta_rule_bench(int repeats, const cudaDeviceProp& prop) {
       const double flops = 2.0 * B * H * chunks * (3 * C * C * K + 2 * C * C * V + 3 * C * K * V);
       const double ms = median_ms(repeats, [&] { delta_rule_device(p); });
       check(cudaGetLastError(), "delta_rule kernel");
+      // Where the time goes: each launch alone, on the workspace the full runs above left.
+      double launch_ms[3];
+      for (const delta_rule_launch which :
+           {delta_rule_launch::prepare, delta_rule_launch::state, delta_rule_launch::output})
+        launch_ms[static_cast<int>(which)] = median_ms(repeats, [&] { delta_rule_device_launch(p, which); });
       const double baseline = copy_ms(bytes, repeats);
       const char* name = gate == delta_rule_gate::none       ? "delta_net"
                          : gate == delta_rule_gate::per_head ? "gdn"
@@ -77,10 +83,11 @@ void delta_rule_bench(int repeats, const cudaDeviceProp& prop) {
       std::printf(
           "{\"device\": \"%s\", \"kernel\": \"delta_rule_chunked\", \"problem\": \"%s_B%d_T%d_H%d_K128_V128\", "
           "\"B\": %d, \"T\": %d, \"H\": %d, \"K\": 128, \"V\": 128, \"dtype\": \"bf16\", \"ms\": %.4f, "
-          "\"copy_ms\": %.4f, \"ratio_to_copy\": %.3f, \"GB_per_s\": %.1f, \"TFLOP_per_s\": %.2f, \"workspace_bytes\": "
+          "\"prepare_ms\": %.4f, \"state_ms\": %.4f, \"output_ms\": %.4f, \"copy_ms\": %.4f, \"ratio_to_copy\": %.3f, "
+          "\"GB_per_s\": %.1f, \"TFLOP_per_s\": %.2f, \"workspace_bytes\": "
           "%zu, \"bf16_matmul_TFLOP_per_s\": %s, \"fraction_of_matmul\": %.4f}\n",
-          prop.name, name, s.B, s.T, s.H, s.B, s.T, s.H, ms, baseline, ms / baseline,
-          static_cast<double>(bytes) / 1e6 / ms, flops / 1e9 / ms, workspace_bytes, matmul_json.c_str(),
+          prop.name, name, s.B, s.T, s.H, s.B, s.T, s.H, ms, launch_ms[0], launch_ms[1], launch_ms[2], baseline,
+          ms / baseline, static_cast<double>(bytes) / 1e6 / ms, flops / 1e9 / ms, workspace_bytes, matmul_json.c_str(),
           matmul.tflops > 0 ? flops / 1e9 / ms / matmul.tflops : 0.0);
       std::fflush(stdout);
       for (void* ptr : {k, q, v, beta, g, static_cast<void*>(o), static_cast<void*>(final_state), p.workspace})

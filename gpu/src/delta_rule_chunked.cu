@@ -1,9 +1,10 @@
 // The chunked delta-rule memory on tensor cores (delta_rule_chunked.hpp; docs/kernels.md, "Chunked
 // delta-rule memory"), in three launches as fla's chunked kernels are laid out, so that everything that
 // does not depend on the state runs in parallel over the chunks:
-//   1. prepare (one block a (batch row, value head, chunk)): the chunk's gates and operands (one thread
-//      a key channel walking the tokens), A = (Γk)(Γ⁻¹w)ᵀ and the scores (Γτq)(Γ⁻¹w)ᵀ on the tensor
-//      cores, 𝒯 = (I + A)⁻¹ by forward substitution (one thread a column, binary32, the twin's order),
+//   1. prepare (one block of 8 warps a (batch row, value head, chunk)): the chunk's gate sums (one
+//      thread a key channel, in token order) and operands (a thread eight channels of a token),
+//      A = (Γk)(Γ⁻¹w)ᵀ and the scores (Γτq)(Γ⁻¹w)ᵀ on the tensor cores, 𝒯 = (I + A)⁻¹ by forward
+//      substitution (one thread a column, binary32, right-looking, each row's terms in the twin's order),
 //      bf(W) = bf(𝒯X) and 𝒯Y, bf(Γτq), P = bf(scores), the carry's keys and decay, all to the workspace;
 //   2. state (one block a (batch row, value head, block of value columns), the chunks in order): from
 //      the chunk-start state S, Ũ = 𝒯Y − bf(W) bf(S) and the carry S' = Γ_last ⊙ S + (keys)ᵀ bf(Ũ),
@@ -86,10 +87,10 @@ __device__ __forceinline__ void mma_steps(frag_acc& acc, const bf16_t* a, int ld
 }
 
 /// f(r0, c0) for each 16 x 16 tile of a rows x cols output, the tiles dealt to the warps in turn.
-template <class F>
+template <int Warps = warps, class F>
 __device__ __forceinline__ void for_each_tile(int rows, int cols, F&& f) {
   const int across = cols / 16;
-  for (int tile = static_cast<int>(threadIdx.x) / 32; tile < (rows / 16) * across; tile += warps)
+  for (int tile = static_cast<int>(threadIdx.x) / 32; tile < (rows / 16) * across; tile += Warps)
     f(tile / across * 16, tile % across * 16);
 }
 
@@ -110,6 +111,31 @@ __device__ __forceinline__ void for_each_loaded(int first, int count, int stride
     for (int u = 0; u < load_batch; ++u)
       if (base + u * stride < count) use(base + u * stride, value[u]);
   }
+}
+
+/// x[offset + u·step], u = 0 … 7, widened: one 16-byte load (two for binary32) where the eight are
+/// contiguous and 16-byte aligned (fla's layouts), else eight loads.
+template <class In>
+__device__ __forceinline__ void load_eight(const strided_input& x, long long offset, long long step, float (&out)[8]) {
+  const In* first = static_cast<const In*>(x.data) + offset;
+  if (step == 1 && reinterpret_cast<std::uintptr_t>(first) % 16 == 0) {
+    if constexpr (sizeof(In) == 4) {
+      const float4 lo = *reinterpret_cast<const float4*>(first), hi = *reinterpret_cast<const float4*>(first + 4);
+      out[0] = lo.x, out[1] = lo.y, out[2] = lo.z, out[3] = lo.w;
+      out[4] = hi.x, out[5] = hi.y, out[6] = hi.z, out[7] = hi.w;
+    } else {
+      const uint4 raw = *reinterpret_cast<const uint4*>(first);
+      const std::uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        out[2 * u] = widen(In{static_cast<std::uint16_t>(words[u] & 0xffffu)});
+        out[2 * u + 1] = widen(In{static_cast<std::uint16_t>(words[u] >> 16)});
+      }
+    }
+    return;
+  }
+#pragma unroll
+  for (int u = 0; u < 8; ++u) out[u] = load_widened<In>(x, offset + u * step);
 }
 
 /// The inputs of one (batch row, value head), each element's offset from a base computed once (the
@@ -136,6 +162,23 @@ struct reader {
   }
   __device__ float v(int t, int j) const {
     return load_widened<In>(p.v, v_base + t * p.v.stride[1] + j * p.v.stride[3]);
+  }
+  /// Eight consecutive channels i … i + 7 of token t.
+  __device__ void k_eight(int t, int i, float (&out)[8]) const {
+    load_eight<In>(p.k, k_base + t * p.k.stride[1] + i * p.k.stride[3], p.k.stride[3], out);
+  }
+  __device__ void q_eight(int t, int i, float (&out)[8]) const {
+    load_eight<In>(p.q, q_base + t * p.q.stride[1] + i * p.q.stride[3], p.q.stride[3], out);
+  }
+  __device__ void kappa_eight(int t, int i, float (&out)[8]) const {
+    load_eight<In>(p.kappa, kappa_base + t * p.kappa.stride[1] + i * p.kappa.stride[3], p.kappa.stride[3], out);
+  }
+  __device__ void v_eight(int t, int j, float (&out)[8]) const {
+    load_eight<In>(p.v, v_base + t * p.v.stride[1] + j * p.v.stride[3], p.v.stride[3], out);
+  }
+  /// A gate per channel: channels i … i + 7 of token t.
+  __device__ void g_eight(int t, int i, float (&out)[8]) const {
+    load_eight<In>(p.g, g_base + t * p.g.stride[1] + i * p.g.stride[3], p.g.stride[3], out);
   }
   /// Whether the write key is a tensor of its own (κ_t: the two-key rule), not k_t.
   __device__ bool writes_kappa() const { return p.rule == delta_rule_kind::two_key; }
@@ -211,67 +254,90 @@ struct workspace_views {
   }
 };
 
-/// Σ_{t<n} g_ti in token order from 0 (binary32, the twin's order): channel i's log gates over the chunk.
-template <class In>
-__device__ __forceinline__ float chunk_gate_sum(const reader<In>& in, int c0, int n, int i) {
-  float sum = 0.0f;
-  for (int t0 = 0; t0 < n; t0 += load_batch) {
-    float g[load_batch];
-#pragma unroll
-    for (int u = 0; u < load_batch; ++u) g[u] = t0 + u < n ? in.g(c0 + t0 + u, i) : 0.0f;
-#pragma unroll
-    for (int u = 0; u < load_batch; ++u)
-      if (t0 + u < n) sum = add_rn(sum, g[u]);
-  }
-  return sum;
-}
-
 /// Column j of 𝒯 = (I + A)⁻¹ (A strictly lower, C x C, leading dimension ld_scores; rows past n zero)
 /// by forward substitution in binary32, 𝒯_tj = −Σ_{m=j}^{t−1} A_tm 𝒯_mj with fma and m rising (the
-/// twin's order), the column in registers; written rounded to bfloat16 into Tb (leading dimension
-/// ld_inverse). The loops are unrolled so that the column stays in registers; the terms m < j are
-/// skipped, not added as zeros.
+/// twin's order), written rounded to bfloat16 into Tb (leading dimension ld_inverse). Right-looking:
+/// once 𝒯_mj is known, every later row's sum takes its term m, so each row's sum still adds its terms
+/// in the order m = j, j + 1, … (the same bits as the row-by-row order) while the chain of dependent
+/// operations is C long instead of C(C − 1)/2. Columns m are taken four at a time, so that a row's four
+/// entries arrive in one 16-byte load. The loops are unrolled so that the sums stay in registers; the
+/// terms m < j are skipped, not added as zeros.
 __device__ __forceinline__ void unit_lower_inverse_column(const float* A, int j, int n, bf16_t* Tb) {
-  float column[chunk];
+  float s[chunk];
 #pragma unroll
-  for (int t = 0; t < chunk; ++t) {
-    float s = 0.0f;
+  for (int t = 0; t < chunk; ++t) s[t] = 0.0f;
 #pragma unroll
-    for (int m = 0; m < t; ++m)
-      if (m >= j) s = fma_rn(A[t * ld_scores + m], column[m], s);
-    column[t] = t < n ? (t == j ? 1.0f : (t > j ? -s : 0.0f)) : 0.0f;
-    Tb[t * ld_inverse + j] = bf16_bits_of(column[t]);
+  for (int m0 = 0; m0 < chunk; m0 += 4) {
+    float column[4];  // 𝒯_mj, m = m0 … m0 + 3
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int m = m0 + u;
+#pragma unroll
+      for (int w = 0; w < u; ++w)
+        if (m0 + w >= j) s[m] = fma_rn(A[m * ld_scores + m0 + w], column[w], s[m]);
+      column[u] = m < n ? (m == j ? 1.0f : (m > j ? -s[m] : 0.0f)) : 0.0f;
+      Tb[m * ld_inverse + j] = bf16_bits_of(column[u]);
+    }
+#pragma unroll
+    for (int t = m0 + 4; t < chunk; ++t) {
+      const float4 a = *reinterpret_cast<const float4*>(A + t * ld_scores + m0);
+      if (m0 >= j) s[t] = fma_rn(a.x, column[0], s[t]);
+      if (m0 + 1 >= j) s[t] = fma_rn(a.y, column[1], s[t]);
+      if (m0 + 2 >= j) s[t] = fma_rn(a.z, column[2], s[t]);
+      if (m0 + 3 >= j) s[t] = fma_rn(a.w, column[3], s[t]);
+    }
   }
+}
+
+/// Eight bfloat16 bits packed into 16 bytes (one vector store).
+__device__ __forceinline__ uint4 pack_eight(const bf16_t (&x)[8]) {
+  uint4 packed;
+  packed.x = x[0] | static_cast<std::uint32_t>(x[1]) << 16;
+  packed.y = x[2] | static_cast<std::uint32_t>(x[3]) << 16;
+  packed.z = x[4] | static_cast<std::uint32_t>(x[5]) << 16;
+  packed.w = x[6] | static_cast<std::uint32_t>(x[7]) << 16;
+  return packed;
+}
+
+__device__ __forceinline__ void store_eight(bf16_t* to, const bf16_t (&x)[8]) {
+  *reinterpret_cast<uint4*>(to) = pack_eight(x);
 }
 
 /// Shared memory of the prepare launch (bytes) for key size K.
 struct prepare_shared {
-  int scratch, Tb, kg, kn, qg, Ub, beta, total;
+  int scratch, Tb, kg, kn, qg, Ub, beta, last, total;
   __host__ __device__ explicit prepare_shared(int K) {
     carver<128> c;
     const int w_floats = chunk * (K + pad_f32), scores_floats = 2 * chunk * ld_scores;
-    scratch = c.take((w_floats > scores_floats ? w_floats : scores_floats) * 4);  // A and the scores, then W
+    // The summed log gates, then A and the scores, then W.
+    scratch = c.take((w_floats > scores_floats ? w_floats : scores_floats) * 4);
     Tb = c.take(chunk * ld_inverse * 2);
     kg = c.take(chunk * (K + pad_bf16) * 2);  // Γk, then X = β Γ k
     kn = c.take(chunk * (K + pad_bf16) * 2);  // Γ⁻¹w
     qg = c.take(chunk * (K + pad_bf16) * 2);  // Γτq
     Ub = c.take(chunk * (output_value_block + pad_bf16) * 2);
     beta = c.take(chunk * 4);
+    last = c.take(K * 4);  // Γ_last
     total = c.at;
   }
 };
 
+/// The prepare launch's blocks have 8 warps: its phases are short and separated by barriers, so it needs
+/// many warps to cover the latency of its loads; two blocks fit on an SM.
+constexpr int prepare_warps = 8, prepare_threads = 32 * prepare_warps;
+
 template <class In>
-__global__ void __launch_bounds__(threads)
+__global__ void __launch_bounds__(prepare_threads, 2)
     delta_rule_prepare_kernel(const delta_rule_problem p, const workspace_views ws, const int chunks) {
   extern __shared__ __align__(128) unsigned char smem[];
-  const int K = p.key_dim, V = p.value_dim, tid = threadIdx.x, ldk = K + pad_bf16;
+  const int K = p.key_dim, V = p.value_dim, tid = threadIdx.x, ldk = K + pad_bf16, ldg = K + pad_f32;
   const long long hc = blockIdx.x, bh = hc / chunks;
   const int c0 = static_cast<int>(hc % chunks) * chunk, n = p.tokens - c0 < chunk ? p.tokens - c0 : chunk;
   const reader<In> in(p, bh / p.heads, bh % p.heads);
   const bool erases = p.rule != delta_rule_kind::gla;
   const prepare_shared L(K);
   float* scratch = reinterpret_cast<float*>(smem + L.scratch);
+  float* G = scratch;  // the summed log gates: C x ldg (a gate per channel) or C (per head)
   float* A = scratch;
   float* scores = scratch + chunk * ld_scores;
   bf16_t* Tb = reinterpret_cast<bf16_t*>(smem + L.Tb);
@@ -280,54 +346,89 @@ __global__ void __launch_bounds__(threads)
   bf16_t* qg = reinterpret_cast<bf16_t*>(smem + L.qg);
   bf16_t* Ub = reinterpret_cast<bf16_t*>(smem + L.Ub);
   float* beta = reinterpret_cast<float*>(smem + L.beta);
+  float* last = reinterpret_cast<float*>(smem + L.last);
+  const int groups = K / 8;  // eight key channels a thread-step: one 16-byte load or store
 
   if (tid < chunk) beta[tid] = tid < n ? in.beta(c0 + tid) : 0.0f;
+  if (p.gate == delta_rule_gate::per_channel) {
+    for (int x = tid; x < chunk * groups; x += prepare_threads) {
+      const int t = x / groups, i0 = x % groups * 8;
+      float g[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      if (t < n) in.g_eight(c0 + t, i0, g);
+#pragma unroll
+      for (int u = 0; u < 8; ++u) G[t * ldg + i0 + u] = g[u];
+    }
+  } else if (p.gate == delta_rule_gate::per_head && tid < chunk) {
+    G[tid] = tid < n ? in.g(c0 + tid, 0) : 0.0f;
+  }
   __syncthreads();
-  // Operands, one thread a key channel i walking the tokens: the log gates summed in token order
-  // (the twin's order; Γ_last first, for the carry's keys), Γk, Γ⁻¹w (w = κ or k), Γτq, the carry's
-  // keys w ⊙ Γ_last Γ⁻¹ and X = β Γ k (rounded from the unrounded Γk, as the twin does); bf(Γτq), the
-  // keys, X and Γ_last also to the workspace (X in W's place: shared memory has no room for it yet).
-  if (tid < K) {
-    const int i = tid;
-    const float last = exp_f32(chunk_gate_sum(in, c0, n, i));
-    ws.last[hc * K + i] = last;
+  // The log gates summed in token order from 0, in place (the twin's order): channel i's by thread i,
+  // a head's by thread 0.
+  const bool per_channel = p.gate == delta_rule_gate::per_channel;
+  if (p.gate != delta_rule_gate::none && tid < (per_channel ? K : 1)) {
+    float* column = G + tid;
+    const int step = per_channel ? ldg : 1;
     float sum = 0.0f;
-    for (int t0 = 0; t0 < chunk; t0 += load_batch) {
-      float g[load_batch], key[load_batch], write[load_batch], query[load_batch];
+    for (int t0 = 0; t0 < n; t0 += load_batch) {
+      float g[load_batch];
 #pragma unroll
-      for (int u = 0; u < load_batch; ++u) {
-        const int t = t0 + u;
-        g[u] = key[u] = write[u] = query[u] = 0.0f;
-        if (t < n) {
-          g[u] = in.g(c0 + t, i), key[u] = in.k(c0 + t, i), query[u] = in.q(c0 + t, i);
-          write[u] = in.writes_kappa() ? in.w(c0 + t, i) : key[u];
-        }
-      }
+      for (int u = 0; u < load_batch; ++u) g[u] = t0 + u < n ? column[(t0 + u) * step] : 0.0f;
 #pragma unroll
-      for (int u = 0; u < load_batch; ++u) {
-        const int t = t0 + u;
-        bf16_t key_g = 0, write_g = 0, query_g = 0, carry_key = 0, x = 0;
-        if (t < n) {
-          sum = add_rn(sum, g[u]);
-          const float gamma = exp_f32(sum), inverse = exp_f32(-sum), gk = mul_rn(gamma, key[u]);
-          key_g = bf16_bits_of(gk);
-          x = bf16_bits_of(mul_rn(beta[t], gk));
-          write_g = bf16_bits_of(mul_rn(inverse, write[u]));
-          query_g = bf16_bits_of(mul_rn(gamma, mul_rn(p.tau, query[u])));
-          carry_key = bf16_bits_of(mul_rn(mul_rn(last, inverse), write[u]));
-        }
-        kg[t * ldk + i] = key_g;
-        kn[t * ldk + i] = write_g;
-        qg[t * ldk + i] = query_g;
-        ws.Q[(hc * chunk + t) * K + i] = query_g;
-        ws.carry_keys[(hc * chunk + t) * K + i] = carry_key;
-        ws.W[(hc * chunk + t) * K + i] = x;  // X = β Γ k, until W replaces it below
-      }
+      for (int u = 0; u < load_batch; ++u)
+        if (t0 + u < n) column[(t0 + u) * step] = sum = add_rn(sum, g[u]);
     }
   }
   __syncthreads();
+  // Σ_{s≤t} g_si: a per-head gate is the same for every channel; no gate, zero.
+  const auto gate_sum = [&](int t, int i) {
+    return per_channel ? G[t * ldg + i] : p.gate == delta_rule_gate::per_head ? G[t] : 0.0f;
+  };
+  if (tid < K) {
+    last[tid] = exp_f32(gate_sum(n - 1, tid));
+    ws.last[hc * K + tid] = last[tid];
+  }
+  __syncthreads();
+  // Operands, a thread eight channels of a token: Γk, Γ⁻¹w (w = κ or k), Γτq, the carry's keys
+  // w ⊙ Γ_last Γ⁻¹ and X = β Γ k (rounded from the unrounded Γk, as the twin does); bf(Γτq), the keys
+  // and X also to the workspace (X in W's place: shared memory has no room for it yet).
+  for (int x = tid; x < chunk * groups; x += prepare_threads) {
+    const int t = x / groups, i0 = x % groups * 8;
+    float key[8] = {0, 0, 0, 0, 0, 0, 0, 0}, write[8], query[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (t < n) {
+      in.k_eight(c0 + t, i0, key);
+      in.q_eight(c0 + t, i0, query);
+    }
+    if (t < n && in.writes_kappa()) {
+      in.kappa_eight(c0 + t, i0, write);
+    } else {
+#pragma unroll
+      for (int u = 0; u < 8; ++u) write[u] = key[u];
+    }
+    bf16_t key_g[8], write_g[8], query_g[8], carry_key[8], X[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      key_g[u] = write_g[u] = query_g[u] = carry_key[u] = X[u] = 0;
+      if (t < n) {
+        const float sum = gate_sum(t, i0 + u);
+        const float gamma = exp_f32(sum), inverse = exp_f32(-sum), gk = mul_rn(gamma, key[u]);
+        key_g[u] = bf16_bits_of(gk);
+        X[u] = bf16_bits_of(mul_rn(beta[t], gk));
+        write_g[u] = bf16_bits_of(mul_rn(inverse, write[u]));
+        query_g[u] = bf16_bits_of(mul_rn(gamma, mul_rn(p.tau, query[u])));
+        carry_key[u] = bf16_bits_of(mul_rn(mul_rn(last[i0 + u], inverse), write[u]));
+      }
+    }
+    store_eight(kg + t * ldk + i0, key_g);
+    store_eight(kn + t * ldk + i0, write_g);
+    store_eight(qg + t * ldk + i0, query_g);
+    const long long row = (hc * chunk + t) * K + i0;
+    store_eight(ws.Q + row, query_g);
+    store_eight(ws.carry_keys + row, carry_key);
+    store_eight(ws.W + row, X);  // X = β Γ k, until W replaces it below
+  }
+  __syncthreads();
   // A = (Γk)(Γ⁻¹w)ᵀ (erasing rules) and the scores (Γτq)(Γ⁻¹w)ᵀ, the lower tiles, on the tensor cores.
-  for_each_tile(chunk, 2 * chunk, [&](int t0, int m0) {
+  for_each_tile<prepare_warps>(chunk, 2 * chunk, [&](int t0, int m0) {
     const bool is_scores = m0 >= chunk;
     const int m = is_scores ? m0 - chunk : m0;
     frag_acc acc;
@@ -337,61 +438,80 @@ __global__ void __launch_bounds__(threads)
     wmma::store_matrix_sync((is_scores ? scores : A) + t0 * ld_scores + m, acc, ld_scores, wmma::mem_row_major);
   });
   __syncthreads();
-  // β ⊙ A, strictly lower; P = bf(scores), causal with the diagonal, to the workspace.
-  for (int x = tid; x < chunk * chunk; x += threads) {
-    const int t = x / chunk, m = x % chunk;
-    A[t * ld_scores + m] = (m < t && t < n) ? mul_rn(beta[t], A[t * ld_scores + m]) : 0.0f;
-    ws.P[hc * chunk * chunk + x] = m <= t ? bf16_bits_of(scores[t * ld_scores + m]) : 0;
+  // β ⊙ A, strictly lower; P = bf(scores), causal with the diagonal, to the workspace: eight a thread-step.
+  for (int x = tid; x < chunk * chunk / 8; x += prepare_threads) {
+    const int t = x / (chunk / 8), m0 = x % (chunk / 8) * 8;
+    bf16_t P[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int m = m0 + u;
+      A[t * ld_scores + m] = (m < t && t < n) ? mul_rn(beta[t], A[t * ld_scores + m]) : 0.0f;
+      P[u] = m <= t ? bf16_bits_of(scores[t * ld_scores + m]) : 0;
+    }
+    store_eight(ws.P + (hc * chunk + t) * chunk + m0, P);
   }
   float* TY_out = ws.TY + hc * chunk * V;
   if (!erases) {
     // GLA: 𝒯 = I and no erasure; the state launch rounds v itself (Ũ = bf(v)).
-    for_each_loaded(
-        tid, chunk * V, threads, [&](int x) { return x / V < n ? in.v(c0 + x / V, x % V) : 0.0f; },
-        [&](int x, float value) { TY_out[x] = value; });
+    const int value_groups = V / 8;
+    for (int x = tid; x < chunk * value_groups; x += prepare_threads) {
+      const int t = x / value_groups, j0 = x % value_groups * 8;
+      float value[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      if (t < n) in.v_eight(c0 + t, j0, value);
+      float4* to = reinterpret_cast<float4*>(TY_out + t * V + j0);
+      to[0] = make_float4(value[0], value[1], value[2], value[3]);
+      to[1] = make_float4(value[4], value[5], value[6], value[7]);
+    }
     return;
   }
   __syncthreads();
-  // Warps 0-1 solve (one thread a column of 𝒯); meanwhile warps 2-3 bring X back from the workspace into
+  // Warps 0-1 solve (one thread a column of 𝒯); meanwhile warps 2-7 bring X back from the workspace into
   // Γk's place (the block's own writes, visible after the barrier above) and Y's first value columns.
   const int BV = V < output_value_block ? V : output_value_block, ldu = BV + pad_bf16;
   const auto fill_values = [&](int v0, int first, int stride) {
-    for_each_loaded(
-        first, chunk * BV, stride, [&](int x) { return x / BV < n ? in.v(c0 + x / BV, v0 + x % BV) : 0.0f; },
-        [&](int x, float value) {
-          const int t = x / BV;
-          Ub[t * ldu + x % BV] = t < n ? bf16_bits_of(mul_rn(beta[t], value)) : 0;
-        });
+    const int value_groups = BV / 8;
+    for (int x = first; x < chunk * value_groups; x += stride) {
+      const int t = x / value_groups, j0 = x % value_groups * 8;
+      float value[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      if (t < n) in.v_eight(c0 + t, v0 + j0, value);
+      bf16_t Y[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) Y[u] = t < n ? bf16_bits_of(mul_rn(beta[t], value[u])) : 0;
+      store_eight(Ub + t * ldu + j0, Y);
+    }
   };
   if (tid < chunk) {
     unit_lower_inverse_column(A, tid, n, Tb);
   } else {
-    // 16 bytes (8 bfloat16) a load.
     const uint4* X = reinterpret_cast<const uint4*>(ws.W + hc * chunk * K);
-    for_each_loaded(
-        tid - chunk, chunk * K / 8, threads - chunk, [&](int x) { return X[x]; },
-        [&](int x, uint4 eight) { *reinterpret_cast<uint4*>(kg + (x * 8 / K) * ldk + x * 8 % K) = eight; });
-    fill_values(0, tid - chunk, threads - chunk);
+    for (int x = tid - chunk; x < chunk * groups; x += prepare_threads - chunk)
+      *reinterpret_cast<uint4*>(kg + (x / groups) * ldk + x % groups * 8) = X[x];
+    fill_values(0, tid - chunk, prepare_threads - chunk);
   }
   __syncthreads();
   // W = 𝒯X (C x K) into scratch, then bf(W) to the workspace.
   const int ldw = K + pad_f32;
-  for_each_tile(chunk, K, [&](int t0, int i0) {
+  for_each_tile<prepare_warps>(chunk, K, [&](int t0, int i0) {
     frag_acc acc;
     wmma::fill_fragment(acc, 0.0f);
     mma_steps<frag_a_row, frag_b_row>(acc, Tb + t0 * ld_inverse, ld_inverse, 16, kg + i0, ldk, 16 * ldk, t0 / 16 + 1);
     wmma::store_matrix_sync(scratch + t0 * ldw + i0, acc, ldw, wmma::mem_row_major);
   });
   __syncthreads();
-  for (int x = tid; x < chunk * K; x += threads)
-    ws.W[hc * chunk * K + x] = bf16_bits_of(scratch[(x / K) * ldw + x % K]);
+  for (int x = tid; x < chunk * groups; x += prepare_threads) {
+    const int t = x / groups, i0 = x % groups * 8;
+    bf16_t W[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) W[u] = bf16_bits_of(scratch[t * ldw + i0 + u]);
+    store_eight(ws.W + (hc * chunk + t) * K + i0, W);
+  }
   // 𝒯Y, Y = bf(β v), by blocks of value columns, straight to the workspace (binary32).
   for (int v0 = 0; v0 < V; v0 += BV) {
     if (v0 > 0) {
-      fill_values(v0, tid, threads);
+      fill_values(v0, tid, prepare_threads);
       __syncthreads();
     }
-    for_each_tile(chunk, BV, [&](int t0, int j0) {
+    for_each_tile<prepare_warps>(chunk, BV, [&](int t0, int j0) {
       frag_acc acc;
       wmma::fill_fragment(acc, 0.0f);
       mma_steps<frag_a_row, frag_b_row>(acc, Tb + t0 * ld_inverse, ld_inverse, 16, Ub + j0, ldu, 16 * ldu, t0 / 16 + 1);
@@ -611,26 +731,43 @@ void launch_state(const delta_rule_problem& p, const workspace_views& ws, int ch
 }
 
 template <class In>
-void launch(const delta_rule_problem& p, void* workspace) {
+void launch_prepare(const delta_rule_problem& p, const workspace_views& ws, int chunks, cudaStream_t stream) {
+  if (chunks == 0) return;
+  const prepare_shared L(p.key_dim);
+  allow_shared(delta_rule_prepare_kernel<In>, L.total, "cudaFuncSetAttribute(delta_rule_prepare_kernel)");
+  const long long blocks = static_cast<long long>(p.batch) * p.heads * chunks;
+  delta_rule_prepare_kernel<In><<<static_cast<unsigned>(blocks), prepare_threads, L.total, stream>>>(p, ws, chunks);
+  check_cuda(cudaGetLastError(), "delta_rule_prepare_kernel launch");
+}
+
+template <class In>
+void launch_output(const delta_rule_problem& p, const workspace_views& ws, int chunks, cudaStream_t stream) {
+  if (chunks == 0) return;
+  const int V = p.value_dim, BV = V < output_value_block ? V : output_value_block;
+  const int bytes = output_shared(p.key_dim, BV).total;
+  allow_shared(delta_rule_output_kernel<In>, bytes, "cudaFuncSetAttribute(delta_rule_output_kernel)");
+  const long long blocks = static_cast<long long>(p.batch) * p.heads * chunks * (V / BV);
+  delta_rule_output_kernel<In><<<static_cast<unsigned>(blocks), threads, bytes, stream>>>(p, ws, chunks, BV);
+  check_cuda(cudaGetLastError(), "delta_rule_output_kernel launch");
+}
+
+/// The launches in `which` (all three by default), in order.
+template <class In>
+void launch(const delta_rule_problem& p, void* workspace, const bool (&which)[3]) {
   const workspace_layout layout(p);
   const workspace_views ws(layout, workspace);
   const auto stream = static_cast<cudaStream_t>(p.stream);
-  const int chunks = static_cast<int>(layout.chunks), K = p.key_dim, V = p.value_dim;
-  const long long heads = static_cast<long long>(p.batch) * p.heads;
-  if (chunks > 0) {
-    const prepare_shared L(K);
-    allow_shared(delta_rule_prepare_kernel<In>, L.total, "cudaFuncSetAttribute(delta_rule_prepare_kernel)");
-    delta_rule_prepare_kernel<In><<<static_cast<unsigned>(heads * chunks), threads, L.total, stream>>>(p, ws, chunks);
-    check_cuda(cudaGetLastError(), "delta_rule_prepare_kernel launch");
-  }
-  launch_state<In, state_value_block>(p, ws, chunks, stream);
-  if (chunks > 0) {
-    const int BV = V < output_value_block ? V : output_value_block;
-    const int bytes = output_shared(K, BV).total;
-    allow_shared(delta_rule_output_kernel<In>, bytes, "cudaFuncSetAttribute(delta_rule_output_kernel)");
-    delta_rule_output_kernel<In>
-        <<<static_cast<unsigned>(heads * chunks * (V / BV)), threads, bytes, stream>>>(p, ws, chunks, BV);
-    check_cuda(cudaGetLastError(), "delta_rule_output_kernel launch");
+  const int chunks = static_cast<int>(layout.chunks);
+  if (which[0]) launch_prepare<In>(p, ws, chunks, stream);
+  if (which[1]) launch_state<In, state_value_block>(p, ws, chunks, stream);
+  if (which[2]) launch_output<In>(p, ws, chunks, stream);
+}
+
+void launch_dtype(const delta_rule_problem& p, void* workspace, const bool (&which)[3]) {
+  switch (p.dtype) {
+    case input_dtype::f32: launch<float>(p, workspace, which); break;
+    case input_dtype::bf16: launch<bf16_bits>(p, workspace, which); break;
+    case input_dtype::f16: launch<f16_bits>(p, workspace, which); break;
   }
 }
 
@@ -647,12 +784,19 @@ void delta_rule_device(const delta_rule_problem& p) {
   void* workspace = p.workspace;
   if (workspace == nullptr)
     check_cuda(cudaMallocAsync(&workspace, delta_rule_workspace_bytes(p) + 4, stream), "cudaMallocAsync(workspace)");
-  switch (p.dtype) {
-    case input_dtype::f32: launch<float>(p, workspace); break;
-    case input_dtype::bf16: launch<bf16_bits>(p, workspace); break;
-    case input_dtype::f16: launch<f16_bits>(p, workspace); break;
-  }
+  const bool all[3] = {true, true, true};
+  launch_dtype(p, workspace, all);
   if (p.workspace == nullptr) check_cuda(cudaFreeAsync(workspace, stream), "cudaFreeAsync(workspace)");
+}
+
+void delta_rule_device_launch(const delta_rule_problem& p, delta_rule_launch which) {
+  delta_rule_check(p);
+  if (p.workspace == nullptr)
+    throw std::runtime_error(
+        "delta_rule_device_launch: the workspace is missing (it must hold the earlier launches' results)");
+  const bool one[3] = {which == delta_rule_launch::prepare, which == delta_rule_launch::state,
+                       which == delta_rule_launch::output};
+  launch_dtype(p, p.workspace, one);
 }
 
 void delta_rule_host(const delta_rule_problem& host) {

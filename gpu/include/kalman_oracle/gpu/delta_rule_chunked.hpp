@@ -91,6 +91,14 @@ std::size_t delta_rule_workspace_bytes(const delta_rule_problem& problem);
 /// error.
 void delta_rule_device(const delta_rule_problem& problem);
 
+/// The three launches of delta_rule_device (docs/kernels.md): prepare (the chunks' operands), state (the
+/// chunks in order), output.
+enum class delta_rule_launch { prepare, state, output };
+
+/// One of the three launches alone, for the benchmark's breakdown of the time: problem.workspace must be
+/// given and hold what the earlier launches wrote (run delta_rule_device once first).
+void delta_rule_device_launch(const delta_rule_problem& problem, delta_rule_launch which);
+
 /// The same problem with host pointers: copies the inputs to the device (the extent their strides
 /// reach), poisons the outputs with NaN, runs, copies the outputs back.
 void delta_rule_host(const delta_rule_problem& problem);
