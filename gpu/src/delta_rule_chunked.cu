@@ -4,12 +4,13 @@
 //   1. prepare (one block of 8 warps a (batch row, value head, chunk)): the chunk's gate sums (one
 //      thread a key channel, in token order) and operands (a thread eight channels of a token),
 //      A = (Γk)(Γ⁻¹w)ᵀ and the scores (Γτq)(Γ⁻¹w)ᵀ on the tensor cores, 𝒯 = (I + A)⁻¹ by forward
-//      substitution (one thread a column, binary32, right-looking, each row's terms in the twin's order),
+//      substitution (one thread a column, binary32, sixteen rows at a time, each row's terms in the
+//      twin's order),
 //      bf(W) = bf(𝒯X) and 𝒯Y, bf(Γτq), P = bf(scores), the carry's keys and decay, all to the workspace;
 //   2. state (one block a (batch row, value head, block of value columns), the chunks in order): from
 //      the chunk-start state S, Ũ = 𝒯Y − bf(W) bf(S) and the carry S' = Γ_last ⊙ S + (keys)ᵀ bf(Ũ),
-//      writing bf(S) and bf(Ũ) of each chunk to the workspace (the next chunk's operands arrive by
-//      cp.async while this one computes);
+//      writing bf(S) and bf(Ũ) of each chunk to the workspace, each warp its own rows (two barriers a
+//      chunk; the next chunk's operands arrive by cp.async while this one computes);
 //   3. output (one block a (batch row, value head, chunk, block of value columns)):
 //      o = bf(Γτq) bf(S) + P bf(Ũ), every operand read from the workspace.
 // Every quantity is the twin's (twin/delta_rule_chunked_twin.hpp), rounded at the twin's points: the
@@ -256,35 +257,65 @@ struct workspace_views {
 
 /// Column j of 𝒯 = (I + A)⁻¹ (A strictly lower, C x C, leading dimension ld_scores; rows past n zero)
 /// by forward substitution in binary32, 𝒯_tj = −Σ_{m=j}^{t−1} A_tm 𝒯_mj with fma and m rising (the
-/// twin's order), written rounded to bfloat16 into Tb (leading dimension ld_inverse). Right-looking:
-/// once 𝒯_mj is known, every later row's sum takes its term m, so each row's sum still adds its terms
-/// in the order m = j, j + 1, … (the same bits as the row-by-row order) while the chain of dependent
-/// operations is C long instead of C(C − 1)/2. Columns m are taken four at a time, so that a row's four
-/// entries arrive in one 16-byte load. The loops are unrolled so that the sums stay in registers; the
-/// terms m < j are skipped, not added as zeros.
-__device__ __forceinline__ void unit_lower_inverse_column(const float* A, int j, int n, bf16_t* Tb) {
-  float s[chunk];
+/// twin's order), written rounded to bfloat16 into Tb (leading dimension ld_inverse) and kept in binary32
+/// in Tf (the column as a row: Tf[j·ld_scores + m], so that a thread reads its own four entries in one
+/// 16-byte load and a warp's loads fall in different banks).
+/// The rows are taken sixteen at a time. A block's sixteen sums stay in registers: first the terms of
+/// the earlier blocks' rows m (already known, read back from Tf), then, right-looking inside the block,
+/// each entry as soon as it is known enters the later rows' sums. Either way each row's sum adds its
+/// terms in the order m = j, j + 1, …: the same bits as the row-by-row order, with a chain of dependent
+/// operations C long instead of C(C − 1)/2 and sixteen sums live instead of C (no spill). The terms
+/// m < j are skipped, not added as zeros.
+__device__ __forceinline__ void unit_lower_inverse_column(const float* A, int j, int n, float* Tf, bf16_t* Tb) {
+  float* column_out = Tf + j * ld_scores;
+  const int first = (j & ~31) & ~3;  // the warp's first column, rounded down to a group of four
 #pragma unroll
-  for (int t = 0; t < chunk; ++t) s[t] = 0.0f;
+  for (int b0 = 0; b0 < chunk; b0 += 16) {
+    float s[16];
 #pragma unroll
-  for (int m0 = 0; m0 < chunk; m0 += 4) {
-    float column[4];  // 𝒯_mj, m = m0 … m0 + 3
+    for (int r = 0; r < 16; ++r) s[r] = 0.0f;
+    // The earlier blocks' terms, four rows m at a time (the warp's columns j below b0 only).
+    for (int m0 = first; m0 < b0; m0 += 4) {
+      const float4 column = *reinterpret_cast<const float4*>(column_out + m0);
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int m = m0 + u;
-#pragma unroll
-      for (int w = 0; w < u; ++w)
-        if (m0 + w >= j) s[m] = fma_rn(A[m * ld_scores + m0 + w], column[w], s[m]);
-      column[u] = m < n ? (m == j ? 1.0f : (m > j ? -s[m] : 0.0f)) : 0.0f;
-      Tb[m * ld_inverse + j] = bf16_bits_of(column[u]);
+      for (int r = 0; r < 16; ++r) {
+        const float4 a = *reinterpret_cast<const float4*>(A + (b0 + r) * ld_scores + m0);
+        if (m0 >= j) s[r] = fma_rn(a.x, column.x, s[r]);
+        if (m0 + 1 >= j) s[r] = fma_rn(a.y, column.y, s[r]);
+        if (m0 + 2 >= j) s[r] = fma_rn(a.z, column.z, s[r]);
+        if (m0 + 3 >= j) s[r] = fma_rn(a.w, column.w, s[r]);
+      }
     }
+    if (b0 + 16 <= first) {  // the whole block above the warp's columns: zeros
 #pragma unroll
-    for (int t = m0 + 4; t < chunk; ++t) {
-      const float4 a = *reinterpret_cast<const float4*>(A + t * ld_scores + m0);
-      if (m0 >= j) s[t] = fma_rn(a.x, column[0], s[t]);
-      if (m0 + 1 >= j) s[t] = fma_rn(a.y, column[1], s[t]);
-      if (m0 + 2 >= j) s[t] = fma_rn(a.z, column[2], s[t]);
-      if (m0 + 3 >= j) s[t] = fma_rn(a.w, column[3], s[t]);
+      for (int r = 0; r < 16; ++r) {
+        column_out[b0 + r] = 0.0f;
+        Tb[(b0 + r) * ld_inverse + j] = 0;
+      }
+      continue;
+    }
+    // Inside the block, right-looking, four rows m at a time.
+#pragma unroll
+    for (int q0 = 0; q0 < 16; q0 += 4) {
+      float column[4];  // 𝒯_mj, m = b0 + q0 … b0 + q0 + 3
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int m = b0 + q0 + u;
+#pragma unroll
+        for (int w = 0; w < u; ++w)
+          if (b0 + q0 + w >= j) s[q0 + u] = fma_rn(A[m * ld_scores + b0 + q0 + w], column[w], s[q0 + u]);
+        column[u] = m < n ? (m == j ? 1.0f : (m > j ? -s[q0 + u] : 0.0f)) : 0.0f;
+        Tb[m * ld_inverse + j] = bf16_bits_of(column[u]);
+      }
+      *reinterpret_cast<float4*>(column_out + b0 + q0) = make_float4(column[0], column[1], column[2], column[3]);
+#pragma unroll
+      for (int r = q0 + 4; r < 16; ++r) {
+        const float4 a = *reinterpret_cast<const float4*>(A + (b0 + r) * ld_scores + b0 + q0);
+        if (b0 + q0 >= j) s[r] = fma_rn(a.x, column[0], s[r]);
+        if (b0 + q0 + 1 >= j) s[r] = fma_rn(a.y, column[1], s[r]);
+        if (b0 + q0 + 2 >= j) s[r] = fma_rn(a.z, column[2], s[r]);
+        if (b0 + q0 + 3 >= j) s[r] = fma_rn(a.w, column[3], s[r]);
+      }
     }
   }
 }
@@ -465,10 +496,12 @@ __global__ void __launch_bounds__(prepare_threads, 2)
     return;
   }
   __syncthreads();
-  // Warps 0-1 solve (one thread a column of 𝒯); meanwhile warps 2-7 bring X back from the workspace into
-  // Γk's place (the block's own writes, visible after the barrier above) and Y's first value columns.
+  // Warps 0-1 solve (one thread a column of 𝒯, the column in binary32 in the scores' place, which P has
+  // left); meanwhile warps 2-7 bring X back from the workspace into Γk's place (the block's own writes,
+  // visible after the barrier above) and Y's first value columns, and its second block of value columns
+  // into bf(Γτq)'s place where that has room (K >= BV; bf(Γτq) is in the workspace already).
   const int BV = V < output_value_block ? V : output_value_block, ldu = BV + pad_bf16;
-  const auto fill_values = [&](int v0, int first, int stride) {
+  const auto fill_values = [&](bf16_t* to, int v0, int first, int stride) {
     const int value_groups = BV / 8;
     for (int x = first; x < chunk * value_groups; x += stride) {
       const int t = x / value_groups, j0 = x % value_groups * 8;
@@ -477,16 +510,19 @@ __global__ void __launch_bounds__(prepare_threads, 2)
       bf16_t Y[8];
 #pragma unroll
       for (int u = 0; u < 8; ++u) Y[u] = t < n ? bf16_bits_of(mul_rn(beta[t], value[u])) : 0;
-      store_eight(Ub + t * ldu + j0, Y);
+      store_eight(to + t * ldu + j0, Y);
     }
   };
+  bf16_t* Ub_second = qg;
+  const bool second_filled_early = V > BV && K >= BV;
   if (tid < chunk) {
-    unit_lower_inverse_column(A, tid, n, Tb);
+    unit_lower_inverse_column(A, tid, n, scores, Tb);
   } else {
     const uint4* X = reinterpret_cast<const uint4*>(ws.W + hc * chunk * K);
     for (int x = tid - chunk; x < chunk * groups; x += prepare_threads - chunk)
       *reinterpret_cast<uint4*>(kg + (x / groups) * ldk + x % groups * 8) = X[x];
-    fill_values(0, tid - chunk, prepare_threads - chunk);
+    fill_values(Ub, 0, tid - chunk, prepare_threads - chunk);
+    if (second_filled_early) fill_values(Ub_second, BV, tid - chunk, prepare_threads - chunk);
   }
   __syncthreads();
   // W = 𝒯X (C x K) into scratch, then bf(W) to the workspace.
@@ -507,14 +543,16 @@ __global__ void __launch_bounds__(prepare_threads, 2)
   }
   // 𝒯Y, Y = bf(β v), by blocks of value columns, straight to the workspace (binary32).
   for (int v0 = 0; v0 < V; v0 += BV) {
-    if (v0 > 0) {
-      fill_values(v0, tid, prepare_threads);
+    const bool early = v0 == BV && second_filled_early;
+    if (v0 > 0 && !early) {
+      fill_values(Ub, v0, tid, prepare_threads);
       __syncthreads();
     }
+    const bf16_t* Y = early ? Ub_second : Ub;
     for_each_tile<prepare_warps>(chunk, BV, [&](int t0, int j0) {
       frag_acc acc;
       wmma::fill_fragment(acc, 0.0f);
-      mma_steps<frag_a_row, frag_b_row>(acc, Tb + t0 * ld_inverse, ld_inverse, 16, Ub + j0, ldu, 16 * ldu, t0 / 16 + 1);
+      mma_steps<frag_a_row, frag_b_row>(acc, Tb + t0 * ld_inverse, ld_inverse, 16, Y + j0, ldu, 16 * ldu, t0 / 16 + 1);
       wmma::store_matrix_sync(TY_out + t0 * V + v0 + j0, acc, V, wmma::mem_row_major);
     });
     __syncthreads();
@@ -587,67 +625,81 @@ __global__ void __launch_bounds__(threads)
   const auto TY_of = [&](int buffer) { return reinterpret_cast<float*>(smem + L.TY) + buffer * chunk * ldv32; };
   const auto last_of = [&](int buffer) { return reinterpret_cast<float*>(smem + L.last) + buffer * K; };
 
+  // Each warp owns rows of the chunk (Ũ) and rows of the state (the carry): row tiles warp, warp + 4, …
+  // Its own rows it computes, rounds and updates without waiting for the others, so that a chunk needs
+  // two barriers: one before Ũ (the chunk's operands have arrived, every row of bf(S) is the chunk
+  // start's) and one before the carry (every row of bf(Ũ) is written).
+  const int warp = tid / 32, lane = tid % 32;
+  const long long hc0 = (b * p.heads + h) * chunks;
   for_each_loaded(
       tid, K * BV, threads, [&](int x) { return in.initial(x / BV, v0 + x % BV); },
       [&](int x, float value) {
         S[x] = value;
         Sb[(x / BV) * ldv + x % BV] = bf16_bits_of(value);
+        if (chunks > 0) ws.S[hc0 * K * V + (x / BV) * V + v0 + x % BV] = bf16_bits_of(value);
       });
-  const long long hc0 = (b * p.heads + h) * chunks;
   if (chunks > 0) fetch_chunk_operands<BV>(ws, hc0, K, V, v0, W_of(0), keys_of(0), TY_of(0), last_of(0));
   for (int c = 0; c < chunks; ++c) {
     const long long hc = hc0 + c;
     const int buffer = c & 1;
-    if (c + 1 < chunks) {
+    __pipeline_wait_prior(0);
+    __syncthreads();
+    // The other buffer was last read by the previous chunk's carry, which every warp has finished.
+    if (c + 1 < chunks)
       fetch_chunk_operands<BV>(ws, hc + 1, K, V, v0, W_of(buffer ^ 1), keys_of(buffer ^ 1), TY_of(buffer ^ 1),
                                last_of(buffer ^ 1));
-      __pipeline_wait_prior(1);
-    } else {
-      __pipeline_wait_prior(0);
-    }
-    __syncthreads();
     const bf16_t* W = W_of(buffer);
     const bf16_t* keys = keys_of(buffer);
     const float* TY = TY_of(buffer);
     const float* last = last_of(buffer);
-    // bf(S) of the chunk start, for the output launch.
-    bf16_t* S_out = ws.S + hc * K * V + v0;
-    for (int x = tid; x < K * BV; x += threads) S_out[(x / BV) * V + x % BV] = Sb[(x / BV) * ldv + x % BV];
-    // Ũ = 𝒯Y − bf(W) bf(S) (GLA: v) into scratch (C x BV).
-    if (erases) {
-      for_each_tile(chunk, BV, [&](int t0, int j0) {
-        frag_acc u, product;
-        wmma::load_matrix_sync(u, TY + t0 * ldv32 + j0, ldv32, wmma::mem_row_major);
-        wmma::fill_fragment(product, 0.0f);
-        mma_steps<frag_a_row, frag_b_row>(product, W + t0 * ldk, ldk, 16, Sb + j0, ldv, 16 * ldv, K / 16);
-        for (int e = 0; e < u.num_elements; ++e) u.x[e] = add_rn(u.x[e], -product.x[e]);
-        wmma::store_matrix_sync(scratch + t0 * ldv32 + j0, u, ldv32, wmma::mem_row_major);
-      });
-      __syncthreads();
-    }
-    const float* U = erases ? scratch : TY;
+    // Ũ = 𝒯Y − bf(W) bf(S) (GLA: v), the warp's rows, into scratch (C x BV), then bf(Ũ) to Ub and the
+    // workspace.
     bf16_t* U_out = ws.U + hc * chunk * V + v0;
-    for (int x = tid; x < chunk * BV; x += threads) {
-      const int t = x / BV, j = x % BV;
-      Ub[t * ldv + j] = bf16_bits_of(U[t * ldv32 + j]);
-      U_out[t * V + j] = Ub[t * ldv + j];
+    for (int t0 = warp * 16; t0 < chunk; t0 += warps * 16) {
+      if (erases) {
+        for (int j0 = 0; j0 < BV; j0 += 16) {
+          frag_acc u, product;
+          wmma::load_matrix_sync(u, TY + t0 * ldv32 + j0, ldv32, wmma::mem_row_major);
+          wmma::fill_fragment(product, 0.0f);
+          mma_steps<frag_a_row, frag_b_row>(product, W + t0 * ldk, ldk, 16, Sb + j0, ldv, 16 * ldv, K / 16);
+          for (int e = 0; e < u.num_elements; ++e) u.x[e] = add_rn(u.x[e], -product.x[e]);
+          wmma::store_matrix_sync(scratch + t0 * ldv32 + j0, u, ldv32, wmma::mem_row_major);
+        }
+        __syncwarp();
+      }
+      const float* U = erases ? scratch : TY;
+      for (int x = lane; x < 16 * BV; x += 32) {
+        const int t = t0 + x / BV, j = x % BV;
+        const bf16_t rounded = bf16_bits_of(U[t * ldv32 + j]);
+        Ub[t * ldv + j] = rounded;
+        U_out[t * V + j] = rounded;
+      }
     }
     __syncthreads();
-    // S' = Γ_last ⊙ S + (carry keys)ᵀ bf(Ũ): the product into scratch (K x BV).
-    for_each_tile(K, BV, [&](int i0, int j0) {
-      frag_acc acc;
-      wmma::fill_fragment(acc, 0.0f);
-      mma_steps<frag_a_col, frag_b_row>(acc, keys + i0, ldk, 16 * ldk, Ub + j0, ldv, 16 * ldv, chunk / 16);
-      wmma::store_matrix_sync(scratch + i0 * ldv32 + j0, acc, ldv32, wmma::mem_row_major);
-    });
-    __syncthreads();
-    for (int x = tid; x < K * BV; x += threads) {
-      const int i = x / BV, j = x % BV;
-      S[x] = add_rn(mul_rn(last[i], S[x]), scratch[i * ldv32 + j]);
-      Sb[i * ldv + j] = bf16_bits_of(S[x]);
+    // S' = Γ_last ⊙ S + (carry keys)ᵀ bf(Ũ), the warp's rows: the product into scratch (K x BV), then S,
+    // bf(S) and, for the next chunk, bf(S) to the workspace. (The warp's scratch rows are its own in both
+    // uses: Ũ's rows warp·16 … and the state's rows warp·16 …, warp·16 + 64 ….)
+    bf16_t* S_next = c + 1 < chunks ? ws.S + (hc + 1) * K * V + v0 : nullptr;
+    for (int i0 = warp * 16; i0 < K; i0 += warps * 16) {
+      for (int j0 = 0; j0 < BV; j0 += 16) {
+        frag_acc acc;
+        wmma::fill_fragment(acc, 0.0f);
+        mma_steps<frag_a_col, frag_b_row>(acc, keys + i0, ldk, 16 * ldk, Ub + j0, ldv, 16 * ldv, chunk / 16);
+        wmma::store_matrix_sync(scratch + i0 * ldv32 + j0, acc, ldv32, wmma::mem_row_major);
+      }
+      __syncwarp();
+      for (int x = lane; x < 16 * BV; x += 32) {
+        const int i = i0 + x / BV, j = x % BV;
+        float& s = S[i * BV + j];
+        s = add_rn(mul_rn(last[i], s), scratch[i * ldv32 + j]);
+        const bf16_t rounded = bf16_bits_of(s);
+        Sb[i * ldv + j] = rounded;
+        if (S_next) S_next[i * V + j] = rounded;
+      }
+      __syncwarp();
     }
-    __syncthreads();
   }
+  __syncthreads();
   for (int x = tid; x < K * BV; x += threads) p.final_state[((b * p.heads + h) * K + x / BV) * V + v0 + x % BV] = S[x];
 }
 
@@ -710,9 +762,16 @@ __global__ void __launch_bounds__(threads)
     wmma::store_matrix_sync(staged + t0 * ldo + j0, acc, ldo, wmma::mem_row_major);
   });
   __syncthreads();
-  for (int x = tid; x < n * BV; x += threads) {
-    const int t = x / BV, j = x % BV;
-    p.o[((b * p.tokens + c0 + t) * p.heads + h) * V + v0 + j] = staged[t * ldo + j];
+  float* o = p.o + ((b * p.tokens + c0) * p.heads + h) * V + v0;  // row t at o + t·HV·V
+  const long long ld_o = static_cast<long long>(p.heads) * V;
+  if (reinterpret_cast<std::uintptr_t>(p.o) % 16 == 0) {  // V and v0 are multiples of 16: o's rows aligned too
+    const int quads = BV / 4;
+    for (int x = tid; x < n * quads; x += threads) {
+      const int t = x / quads, j = x % quads * 4;
+      *reinterpret_cast<float4*>(o + t * ld_o + j) = *reinterpret_cast<const float4*>(staged + t * ldo + j);
+    }
+  } else {
+    for (int x = tid; x < n * BV; x += threads) o[(x / BV) * ld_o + x % BV] = staged[(x / BV) * ldo + x % BV];
   }
 }
 
