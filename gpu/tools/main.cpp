@@ -19,9 +19,11 @@
 //   kalman-oracle-gpu device        the CUDA device's name, or why there is none (exit 3)
 //   kalman-oracle-gpu validate --model kla [--shape B,T,M,S ...] [--sample-channels N] [--json]
 //   kalman-oracle-gpu validate --model kdn_diagonal|kdn_isotropic [--shape B,T,H,K ...] [--sample-heads N]
+//   kalman-oracle-gpu validate --model gla|delta_net|gated_delta_net|kda [--shape B,T,H,K[,V] ...]
+//                                   [--sample-heads N]
 //                                   a kernel at production shapes against the binary64 reference
-//                                   run on the spot (validate_kla.hpp, validate_kdn_gain.hpp; exit 1 on
-//                                   a failure)
+//                                   run on the spot (validate_kla.hpp, validate_kdn_gain.hpp,
+//                                   validate_delta_rule.hpp; exit 1 on a failure)
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -36,6 +38,7 @@
 #include "run_delta_rule.hpp"
 #include "run_kdn_gain.hpp"
 #include "run_kla.hpp"
+#include "validate_delta_rule.hpp"
 #include "validate_kdn_gain.hpp"
 #include "validate_kla.hpp"
 
@@ -90,6 +93,39 @@ bool device_ready(bool twin) {
 bool parse_four(const std::string& text, int& a, int& b, int& c, int& d) {
   char tail = 0;
   return std::sscanf(text.c_str(), "%d,%d,%d,%d%c", &a, &b, &c, &d, &tail) == 4;
+}
+
+/// `validate --model gla|delta_net|gated_delta_net|kda`: the shapes given (B,T,H,K or B,T,H,K,V; V = K
+/// when not given), or the production shapes, T at the 64-token chunk edges ± 1, and narrow heads.
+int run_validate_delta_rule(const std::vector<std::string>& shape_texts, delta_rule_validate_options options) {
+  for (const std::string& text : shape_texts) {
+    delta_rule_validate_shape n{};
+    char tail = 0;
+    const int read = std::sscanf(text.c_str(), "%d,%d,%d,%d,%d%c", &n.B, &n.T, &n.H, &n.K, &n.V, &tail);
+    if (read == 4) n.V = n.K;
+    if ((read != 4 && read != 5) || n.B < 1 || n.T < 0 || n.H < 1) {
+      std::fprintf(stderr, "kalman-oracle-gpu: --shape %s: want B,T,H,K or B,T,H,K,V with B, H >= 1, T >= 0\n",
+                   text.c_str());
+      return 2;
+    }
+    options.shapes.push_back(n);
+  }
+  if (options.shapes.empty())
+    options.shapes = {{2, 16384, 16, 128, 128}, {1, 8192, 96, 128, 128}, {2, 63, 2, 64, 64},
+                      {2, 64, 2, 64, 64},       {2, 65, 2, 64, 64},      {1, 4095, 2, 128, 128},
+                      {1, 4097, 2, 128, 128},   {1, 200, 3, 16, 48},     {1, 1, 2, 32, 32}};
+  if (!device_ready(options.twin)) return 2;
+  return validate_with_codes([&] {
+    for (const delta_rule_validate_shape& n : options.shapes) {  // the kernel's size rules, before any work
+      gpu::delta_rule_problem sizes;
+      sizes.batch = n.B, sizes.tokens = 0, sizes.heads = n.H, sizes.key_dim = n.K, sizes.value_dim = n.V;
+      sizes.tau = 1;
+      float unused = 0;
+      sizes.final_state = &unused;
+      gpu::delta_rule_check(sizes);
+    }
+    return validate_delta_rule(options);
+  });
 }
 
 /// `validate --model kdn_*`: the shapes given (B,T,H,K each), or the production shape, T at the
@@ -152,16 +188,21 @@ int main(int argc, char** argv) {
   std::string validate_model;
   std::vector<std::string> shape_texts;
   kla_validate_options validate_options;
-  validate->add_option("--model", validate_model, "the model (kla; kdn_diagonal or kdn_isotropic: the gain kernels)")
+  validate
+      ->add_option("--model", validate_model,
+                   "the model (kla; kdn_diagonal or kdn_isotropic: the gain kernels; gla, delta_net, gated_delta_net "
+                   "or kda: the chunked delta-rule memory under the bf16-tc tier)")
       ->required()
-      ->check(CLI::IsMember({"kla", "kdn_diagonal", "kdn_isotropic"}));
+      ->check(CLI::IsMember({"kla", "kdn_diagonal", "kdn_isotropic", "gla", "delta_net", "gated_delta_net", "kda"}));
   validate->add_option("--shape", shape_texts,
-                       "B,T,M,S for kla, B,T,H,K for the KDNs (repeatable; default: the production shape and "
-                       "chunk edges)");
+                       "B,T,M,S for kla, B,T,H,K for the KDNs, B,T,H,K[,V] for the fixed-gain family (repeatable; "
+                       "default: the production shapes and chunk edges)");
   validate->add_option("--sample-channels", validate_options.sample_channels, "kla: channels compared per shape")
       ->check(CLI::Range(1, 1 << 20));
   kdn_gain_validate_options kdn_validate;
-  validate->add_option("--sample-heads", kdn_validate.sample_heads, "kdn_*: heads compared per shape")
+  validate
+      ->add_option("--sample-heads", kdn_validate.sample_heads,
+                   "kdn_* and the fixed-gain family: heads compared per shape")
       ->check(CLI::Range(1, 1 << 20));
   validate->add_option("--seed", validate_options.seed, "input seed");
   validate->add_option("--threads", validate_options.threads,
@@ -179,6 +220,16 @@ int main(int argc, char** argv) {
   }
   if (app.got_subcommand("device")) return print_device();
   validate_options.twin = validate_device == "twin";
+  if (app.got_subcommand("validate") && validate_model != "kla" && validate_model.rfind("kdn_", 0) != 0) {
+    delta_rule_validate_options delta;
+    delta.model = validate_model;
+    delta.sample_heads = kdn_validate.sample_heads;
+    delta.seed = validate_options.seed;
+    delta.json = validate_options.json;
+    delta.threads = validate_options.threads;
+    delta.twin = validate_options.twin;
+    return run_validate_delta_rule(shape_texts, delta);
+  }
   if (app.got_subcommand("validate") && validate_model != "kla") {
     kdn_validate.form = validate_model == "kdn_diagonal" ? gpu::kdn_form::diagonal : gpu::kdn_form::isotropic;
     kdn_validate.seed = validate_options.seed;

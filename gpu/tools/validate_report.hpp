@@ -17,6 +17,9 @@ struct comparison {
   double worst_error = 0, worst_budget = 0;
   std::string worst_where;
   std::size_t elements = 0, failures = 0;
+  /// Elements whose budget reaches the output's scale (the largest |reference| compared): within such
+  /// a budget any value of the output's size passes, so the output is reported UNVERIFIED, not PASS.
+  std::size_t vacuous = 0;
 
   /// One element: the kernel's value, the reference's, its budget, and where it is (for the report).
   template <class Where>
@@ -33,12 +36,14 @@ struct comparison {
     }
   }
   bool pass() const { return failures == 0; }
+  const char* verdict() const { return failures != 0 ? "FAIL" : vacuous != 0 ? "UNVERIFIED" : "PASS"; }
 };
 
 /// Prints one comparison: a JSON object (`shape` holds the model's sizes and what was sampled) or a
-/// line headed by `label`. `budget_note` is empty when every bound's hypotheses held.
+/// line headed by `label`. `budget_note` is empty when every bound's hypotheses held; `budget_kind`,
+/// when given, says what the budget is instead of the proven binary32 bound (an estimate tier).
 inline void print_comparison(const comparison& c, bool json, const std::string& label, nlohmann::json shape,
-                             const std::string& budget_note) {
+                             const std::string& budget_note, const std::string& budget_kind = {}) {
   if (json) {
     shape["output"] = c.output;
     shape["elements"] = c.elements;
@@ -47,16 +52,21 @@ inline void print_comparison(const comparison& c, bool json, const std::string& 
     shape["worst_error"] = c.worst_error;
     shape["worst_budget"] = c.worst_budget;
     shape["worst_element"] = c.worst_where;
-    shape["budget"] = budget_note.empty()
+    shape["budget"] = !budget_kind.empty() ? budget_kind
+                      : budget_note.empty()
                           ? "binary32 proven bound + binary64 reference bound, on the binary64 trajectory"
                           : "estimate: " + budget_note;
-    shape["verdict"] = c.pass() ? "PASS" : "FAIL";
+    shape["vacuous_budgets"] = c.vacuous;
+    shape["verdict"] = c.verdict();
     std::printf("%s\n", shape.dump().c_str());
   } else {
-    std::printf("%s  %-20s %s  %zu elements, worst %.3g%% of budget (error %.3g, budget %.3g, %s)%s\n", label.c_str(),
-                c.output.c_str(), c.pass() ? "PASS" : "FAIL", c.elements, 100 * c.worst_share, c.worst_error,
-                c.worst_budget, c.worst_where.c_str(),
-                budget_note.empty() ? "" : "  [budget an estimate: a bound's hypothesis failed]");
+    const std::string vacuous =
+        c.vacuous != 0 ? ", " + std::to_string(c.vacuous) + " with a budget above the output's scale" : "";
+    std::printf("%s  %-20s %s  %zu elements%s, worst %.3g%% of budget (error %.3g, budget %.3g, %s)%s%s\n",
+                label.c_str(), c.output.c_str(), c.verdict(), c.elements, vacuous.c_str(), 100 * c.worst_share,
+                c.worst_error, c.worst_budget, c.worst_where.c_str(),
+                budget_note.empty() ? "" : "  [budget an estimate: a bound's hypothesis failed]",
+                budget_kind.empty() ? "" : ("  [budget: " + budget_kind + "]").c_str());
   }
   std::fflush(stdout);
 }

@@ -1,0 +1,210 @@
+// gpu/tools/validate_delta_rule.hpp. For each shape (B, T, H, K, V; one key head per value head):
+//   1. inputs drawn in float32 from the default suite's fixed-gain ranges (q, v uniform in [-1, 1]; k
+//      unit keys, normalised in binary64 and rounded; β uniform in [0, 1]; log gates uniform in
+//      [-1, 0], per head for GDN, per channel for KDA and GLA; an initial state uniform in [-1, 1]);
+//   2. the kernel (or the twin) on the whole problem, outputs poisoned with NaN first;
+//   3. a sample of heads, each batch row of each a task of its own ((b, h) reads only its own inputs):
+//      the chunked WY form in binary64 with chunks of 64, the kernel's, and per element the bf16-tc
+//      tier's first-order budget plus the binary64 run's own first-order error
+//      (check/fixed_gain_tensor_core_budget.hpp), the budget the fixtures' `--arithmetic bf16-tc`
+//      holds the kernel to (an estimate, labelled so);
+//   4. every compared element of o and final_state within budget, else FAIL naming the worst;
+//      UNVERIFIED (exit 0, but said) where some element's budget reaches the output's scale, the
+//      largest |reference| compared (the tier says nothing there: long runs without decay).
+#include "validate_delta_rule.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kalman_oracle/check/fixed_gain_tensor_core_budget.hpp"
+#include "kalman_oracle/detail/parallel_for.hpp"
+#include "kalman_oracle/gpu/twin/delta_rule_chunked_twin.hpp"
+#include "validate_report.hpp"
+
+namespace kalman_oracle::gpu::tools {
+
+namespace {
+
+/// The inputs of one shape, float32, contiguous: q, k [B, T, H, K]; v [B, T, H, V]; β [B, T, H];
+/// g [B, T, H] (GDN) or [B, T, H, K]; initial state [B, H, K, V].
+struct delta_rule_validate_inputs {
+  std::vector<float> q, k, v, beta, g, initial;
+};
+
+bool gate_per_head(const std::string& model) { return model == "gated_delta_net"; }
+bool has_gate(const std::string& model) { return model != "delta_net"; }
+bool has_beta(const std::string& model) { return model != "gla"; }
+
+delta_rule_validate_inputs draw(const delta_rule_validate_shape& n, const std::string& model, unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> unit(-1.0, 1.0), strength(0.0, 1.0), gate(-1.0, 0.0);
+  const std::size_t B = n.B, T = n.T, H = n.H, K = n.K, V = n.V;
+  delta_rule_validate_inputs x;
+  for (std::size_t i = 0; i < B * T * H * K; ++i) x.q.push_back(static_cast<float>(unit(rng)));
+  for (std::size_t row = 0; row < B * T * H; ++row) {  // unit keys (the suite's default key mode)
+    std::vector<double> key(K);
+    double norm = 0;
+    for (double& e : key) {
+      e = unit(rng);
+      norm += e * e;
+    }
+    for (double e : key) x.k.push_back(static_cast<float>(e / std::sqrt(norm)));
+  }
+  for (std::size_t i = 0; i < B * T * H * V; ++i) x.v.push_back(static_cast<float>(unit(rng)));
+  if (has_beta(model))
+    for (std::size_t i = 0; i < B * T * H; ++i) x.beta.push_back(static_cast<float>(strength(rng)));
+  if (has_gate(model))
+    for (std::size_t i = 0; i < B * T * H * (gate_per_head(model) ? 1 : K); ++i)
+      x.g.push_back(static_cast<float>(gate(rng)));
+  for (std::size_t i = 0; i < B * H * K * V; ++i) x.initial.push_back(static_cast<float>(unit(rng)));
+  return x;
+}
+
+/// Batch row b, head h of the drawn inputs as a one-row, one-head problem for the reference.
+fixed_gain_inputs<double> head_inputs(const delta_rule_validate_inputs& x, const delta_rule_validate_shape& n,
+                                      const std::string& model, long long b, long long h, float tau) {
+  const std::size_t T = n.T, H = n.H, K = n.K, V = n.V;
+  const std::size_t G = gate_per_head(model) ? 1 : K;
+  fixed_gain_inputs<double> in;
+  in.rule = model == "gla"               ? fixed_gain_rule::gla
+            : model == "delta_net"       ? fixed_gain_rule::delta_net
+            : model == "gated_delta_net" ? fixed_gain_rule::gated_delta_net
+                                         : fixed_gain_rule::kda;
+  in.q = tensor<double>("q", {1, T, 1, K});
+  in.k = tensor<double>("k", {1, T, 1, K});
+  in.v = tensor<double>("v", {1, T, 1, V});
+  if (has_beta(model)) in.beta = tensor<double>("beta", {1, T, 1});
+  if (has_gate(model)) in.g = G == 1 ? tensor<double>("g", {1, T, 1}) : tensor<double>("g", {1, T, 1, K});
+  in.initial_state = tensor<double>("initial_state", {1, 1, K, V});
+  in.scale = static_cast<double>(tau);  // the kernel's query scale, as the fixtures' reference takes it
+  for (std::size_t t = 0; t < T; ++t) {
+    const std::size_t row = (static_cast<std::size_t>(b) * T + t) * H + static_cast<std::size_t>(h);  // [B, T, H]
+    for (std::size_t i = 0; i < K; ++i) {
+      in.q.data()[t * K + i] = x.q[row * K + i];
+      in.k.data()[t * K + i] = x.k[row * K + i];
+    }
+    for (std::size_t j = 0; j < V; ++j) in.v.data()[t * V + j] = x.v[row * V + j];
+    if (in.beta) in.beta->data()[t] = x.beta[row];
+    if (in.g)
+      for (std::size_t i = 0; i < G; ++i) in.g->data()[t * G + i] = x.g[row * G + i];
+  }
+  const std::size_t state = (static_cast<std::size_t>(b) * H + static_cast<std::size_t>(h)) * K * V;
+  for (std::size_t e = 0; e < K * V; ++e) in.initial_state->data()[e] = x.initial[state + e];
+  return in;
+}
+
+}  // namespace
+
+int validate_delta_rule(const delta_rule_validate_options& o) {
+  int status = 0;
+  for (const delta_rule_validate_shape& n : o.shapes) {
+    const long long B = n.B, T = n.T, H = n.H, K = n.K, V = n.V;
+    const delta_rule_validate_inputs x = draw(n, o.model, o.seed);
+    delta_rule_problem p;
+    p.rule = o.model == "gla" ? delta_rule_kind::gla : delta_rule_kind::beta_form;
+    p.gate = !has_gate(o.model)       ? delta_rule_gate::none
+             : gate_per_head(o.model) ? delta_rule_gate::per_head
+                                      : delta_rule_gate::per_channel;
+    p.batch = n.B, p.tokens = n.T, p.heads = n.H, p.key_dim = n.K, p.value_dim = n.V, p.key_head_group = 1;
+    // The reference's query scale in binary32 (models/query_scale.hpp): K ** -0.5 in binary64, rounded.
+    p.tau = static_cast<float>(std::pow(static_cast<double>(K), -0.5));
+    p.q = strided_view(x.q.data(), T * H * K, H * K, K, 1);
+    p.k = strided_view(x.k.data(), T * H * K, H * K, K, 1);
+    p.v = strided_view(x.v.data(), T * H * V, H * V, V, 1);
+    if (has_beta(o.model)) p.beta = strided_view(x.beta.data(), T * H, H, 1);
+    if (has_gate(o.model))
+      p.g = gate_per_head(o.model) ? strided_view(x.g.data(), T * H, H, 1)
+                                   : strided_view(x.g.data(), T * H * K, H * K, K, 1);
+    p.initial_state = strided_view(x.initial.data(), H * K * V, K * V, V, 1);
+    std::vector<float> out(B * T * H * V, NAN), final_state(B * H * K * V, NAN);
+    p.o = out.data(), p.final_state = final_state.data();
+    if (o.twin) {
+      delta_rule_twin(p);
+    } else {
+#if defined(KALMAN_ORACLE_GPU_HAVE_CUDA)
+      delta_rule_host(p);
+#else
+      throw std::invalid_argument("validate: this build has no CUDA kernels; use --device twin");
+#endif
+    }
+
+    // The binary64 chunked form and its budgets, one (sampled head, batch row) a task.
+    std::vector<long long> heads;
+    const long long count = std::min<long long>(o.sample_heads, H);
+    for (long long j = 0; j < count; ++j) heads.push_back(count == 1 ? 0 : j * (H - 1) / (count - 1));
+    heads.erase(std::unique(heads.begin(), heads.end()), heads.end());
+    const std::size_t tasks = heads.size() * static_cast<std::size_t>(B);
+    std::vector<std::optional<check::fixed_gain_tensor_core_result>> per_task(tasks);
+    const unsigned threads = o.threads != 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
+    kalman_oracle::detail::parallel_for(tasks, threads, [&](std::size_t j) {
+      const long long h = heads[j / static_cast<std::size_t>(B)], b = static_cast<long long>(j) % B;
+      per_task[j].emplace(check::fixed_gain_tensor_core_budget(head_inputs(x, n, o.model, b, h, p.tau),
+                                                               operand_format::bf16, delta_rule_chunk_tokens));
+    });
+
+    comparison o_cmp, state_cmp;
+    o_cmp.output = "o";
+    state_cmp.output = "final_state";
+    for (std::size_t j = 0; j < tasks; ++j) {
+      const long long h = heads[j / static_cast<std::size_t>(B)], b = static_cast<long long>(j) % B;
+      const check::fixed_gain_tensor_core_result& r = *per_task[j];
+      for (long long t = 0; t < T; ++t)
+        for (long long c = 0; c < V; ++c) {
+          const std::size_t at = static_cast<std::size_t>(t * V + c);
+          o_cmp.add(out[((b * T + t) * H + h) * V + c], r.o.data()[at], r.o_budget.data()[at], [&] {
+            return "batch " + std::to_string(b) + ", token " + std::to_string(t) + ", head " + std::to_string(h) +
+                   ", value " + std::to_string(c);
+          });
+        }
+      for (long long e = 0; e < K * V; ++e)
+        state_cmp.add(final_state[(b * H + h) * K * V + e], r.final_state.data()[e], r.final_state_budget.data()[e],
+                      [&] {
+                        return "batch " + std::to_string(b) + ", head " + std::to_string(h) + ", key " +
+                               std::to_string(e / V) + ", value " + std::to_string(e % V);
+                      });
+    }
+    // A budget at or above the output's scale says nothing (long runs without decay: docs/kernels.md).
+    const auto count_vacuous = [&](comparison& c, auto value, auto budget) {
+      double scale = 0;
+      for (std::size_t j = 0; j < tasks; ++j)
+        for (const double v : value(*per_task[j]).data()) scale = std::max(scale, std::fabs(v));
+      for (std::size_t j = 0; j < tasks; ++j)
+        for (const double b : budget(*per_task[j]).data()) c.vacuous += b >= scale ? 1 : 0;
+    };
+    using result = check::fixed_gain_tensor_core_result;
+    count_vacuous(
+        o_cmp, [](const result& r) -> const auto& { return r.o; },
+        [](const result& r) -> const auto& { return r.o_budget; });
+    count_vacuous(
+        state_cmp, [](const result& r) -> const auto& { return r.final_state; },
+        [](const result& r) -> const auto& { return r.final_state_budget; });
+    char label[160];
+    std::snprintf(label, sizeof label, "%s %s B=%d T=%d H=%d K=%d V=%d (%zu heads)", o.model.c_str(),
+                  o.twin ? "twin" : "kernel", n.B, n.T, n.H, n.K, n.V, heads.size());
+    for (const comparison* c : {&o_cmp, &state_cmp}) {
+      if (!c->pass()) status = 1;
+      print_comparison(*c, o.json, label,
+                       {{"model", o.model},
+                        {"device", o.twin ? "twin" : "cuda"},
+                        {"B", n.B},
+                        {"T", n.T},
+                        {"H", n.H},
+                        {"K", n.K},
+                        {"V", n.V},
+                        {"sampled_heads", heads.size()}},
+                       "",
+                       "bf16-tc tier (first-order estimate, chunks of 64) + the binary64 run's own first-order "
+                       "error, on the binary64 trajectory");
+    }
+  }
+  return status;
+}
+
+}  // namespace kalman_oracle::gpu::tools

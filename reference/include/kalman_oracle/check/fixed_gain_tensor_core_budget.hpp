@@ -1,0 +1,97 @@
+// The fixed-gain family's chunked WY form (models/fixed_gain_chunked.hpp) run on the spot in binary64
+// with its tensor-core budget per element (check/tensor_core_budget.hpp): what a tensor-core kernel of
+// that form (fla's chunked kernels, KalmanOracle's gpu/ delta-rule kernel) is checked against at shapes
+// too large to certify in MPFR, as the fixtures' bf16-tc tier checks it on the fixtures
+// (docs/kernels.md, "validate"; docs/error-model.md, "Tensor-core tiers").
+//
+// The binary64 run is itself a floating-point evaluation: its own first-order error, 2 · 2^-53 E_acc
+// (the same running error at binary64's unit roundoff), is added to the budget.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <future>
+#include <optional>
+
+#include "kalman_oracle/check/tensor_core_budget.hpp"
+#include "kalman_oracle/models/fixed_gain_chunked.hpp"
+#include "kalman_oracle/scalar/running_error.hpp"
+
+namespace kalman_oracle::check {
+
+struct fixed_gain_tensor_core_result {
+  tensor<double> o, final_state;                ///< the chunked form in binary64
+  tensor<double> o_budget, final_state_budget;  ///< per element: tier budget + the binary64 run's own error
+};
+
+namespace detail::fixed_gain_budget {
+
+inline tensor<running_error<double>> lift(const tensor<double>& x) {
+  tensor<running_error<double>> r(x.name(), x.shape());
+  for (std::size_t i = 0; i < x.size(); ++i) r.data()[i] = running_error<double>(x.data()[i]);
+  return r;
+}
+
+inline std::optional<tensor<running_error<double>>> lift(const std::optional<tensor<double>>& x) {
+  if (!x) return std::nullopt;
+  return lift(*x);
+}
+
+}  // namespace detail::fixed_gain_budget
+
+/// The chunked WY form of `inputs` with chunks of `chunk_size` (the kernel's), in binary64, and per
+/// element of o and final_state the budget of a kernel of that form whose matrix-product operands are
+/// rounded to `format` (binary32 accumulation). Single-threaded inside each run (the operand format and the
+/// norm-wise carry are per-thread scopes, set on each of the four threads that run the four runs).
+inline fixed_gain_tensor_core_result fixed_gain_tensor_core_budget(const fixed_gain_inputs<double>& inputs,
+                                                                   operand_format format,
+                                                                   std::size_t chunk_size = default_wy_chunk_size) {
+  using detail::fixed_gain_budget::lift;
+  fixed_gain_inputs<running_error<double>> in;
+  in.rule = inputs.rule;
+  in.q = lift(inputs.q);
+  in.k = lift(inputs.k);
+  in.v = lift(inputs.v);
+  in.g = lift(inputs.g);
+  in.gates = inputs.gates;
+  in.beta = lift(inputs.beta);
+  in.gain = lift(inputs.gain);
+  in.initial_state = lift(inputs.initial_state);
+  if (inputs.scale) in.scale = running_error<double>(*inputs.scale);
+  run_options one_thread;
+  one_thread.threads = 1;
+  const auto run = [&](operand_format f, bool normwise) {
+    tensor_core_scope operands(f);
+    std::optional<normwise_chunk_bound_scope> carry;
+    if (normwise) carry.emplace();
+    return fixed_gain_chunked_forward(in, chunk_size, one_thread);
+  };
+  // The four runs on four threads (each sets its own scopes).
+  auto rounded_run = std::async(std::launch::async, run, operand_format::bf16, false);
+  auto plain_normwise_run = std::async(std::launch::async, run, operand_format::none, true);
+  auto rounded_normwise_run = std::async(std::launch::async, run, operand_format::bf16, true);
+  const auto plain = run(operand_format::none, false);
+  const auto rounded = rounded_run.get(), plain_normwise = plain_normwise_run.get();
+  const auto rounded_normwise = rounded_normwise_run.get();
+  const double u_op = format == operand_format::none ? 0.0 : operand_unit_roundoff(format);
+  const auto output = [&](const auto& pick, const std::string& name, tensor<double>& value, tensor<double>& budget) {
+    const tensor<running_error<double>>& a = pick(plain);
+    value = tensor<double>(name, a.shape());
+    budget = tensor<double>(name + ".budget", a.shape());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      const double e_plain = a.data()[i].error(), e_normwise = pick(plain_normwise).data()[i].error();
+      const tensor_core_terms terms = tensor_core_first_order_terms(
+          e_plain, pick(rounded).data()[i].error(), e_normwise, pick(rounded_normwise).data()[i].error());
+      value.data()[i] = a.data()[i].value();
+      budget.data()[i] = terms.budget(u_op) + 2 * 0x1p-53 * std::min(e_plain, e_normwise);
+    }
+  };
+  fixed_gain_tensor_core_result r;
+  output(
+      [](const auto& x) -> const auto& { return x.o; }, "o", r.o, r.o_budget);
+  output(
+      [](const auto& x) -> const auto& { return x.final_state; }, "final_state", r.final_state, r.final_state_budget);
+  return r;
+}
+
+}  // namespace kalman_oracle::check
