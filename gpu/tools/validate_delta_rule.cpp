@@ -136,10 +136,7 @@ int validate_delta_rule(const delta_rule_validate_options& o) {
     }
 
     // The binary64 chunked form and its budgets, one (sampled head, batch row) a task.
-    std::vector<long long> heads;
-    const long long count = std::min<long long>(o.sample_heads, H);
-    for (long long j = 0; j < count; ++j) heads.push_back(count == 1 ? 0 : j * (H - 1) / (count - 1));
-    heads.erase(std::unique(heads.begin(), heads.end()), heads.end());
+    const std::vector<long long> heads = spread_sample(o.sample_heads, H);
     const std::size_t tasks = heads.size() * static_cast<std::size_t>(B);
     std::vector<std::optional<check::fixed_gain_tensor_core_result>> per_task(tasks);
     const unsigned threads = o.threads != 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());

@@ -144,10 +144,7 @@ int validate_kdn_gain(const kdn_gain_validate_options& o) {
     }
 
     // The binary64 reference and the bounds, one sampled head a task.
-    std::vector<long long> heads;
-    const long long count = std::min<long long>(o.sample_heads, H);
-    for (long long j = 0; j < count; ++j) heads.push_back(count == 1 ? 0 : j * (H - 1) / (count - 1));
-    heads.erase(std::unique(heads.begin(), heads.end()), heads.end());
+    const std::vector<long long> heads = spread_sample(o.sample_heads, H);
     std::vector<std::optional<head_result>> per_head(heads.size());
     check::float_arithmetic binary64;
     binary64.unit_roundoff = 0x1p-53;

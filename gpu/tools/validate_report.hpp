@@ -3,9 +3,11 @@
 // validate_kdn_gain.cpp; docs/kernels.md, "validate").
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -38,6 +40,16 @@ struct comparison {
   bool pass() const { return failures == 0; }
   const char* verdict() const { return failures != 0 ? "FAIL" : vacuous != 0 ? "UNVERIFIED" : "PASS"; }
 };
+
+/// `count` indices spread evenly over [0, total), the first and the last included (fewer when total is
+/// smaller): the heads or channels a validation compares.
+inline std::vector<long long> spread_sample(long long count, long long total) {
+  std::vector<long long> picked;
+  count = std::min(count, total);
+  for (long long j = 0; j < count; ++j) picked.push_back(count == 1 ? 0 : j * (total - 1) / (count - 1));
+  picked.erase(std::unique(picked.begin(), picked.end()), picked.end());
+  return picked;
+}
 
 /// Prints one comparison: a JSON object (`shape` holds the model's sizes and what was sampled) or a
 /// line headed by `label`. `budget_note` is empty when every bound's hypotheses held; `budget_kind`,
