@@ -41,14 +41,28 @@ constexpr int warps = 4, threads = 32 * warps;
 /// Value columns per block: of the output launch (at most), and of the state launch (16: more blocks,
 /// two an SM, for the one launch that walks the chunks in order).
 constexpr int output_value_block = delta_rule_value_block, state_value_block = 16;
+/// Chunks whose operands the state launch holds in shared memory at once: this one and the ones in flight
+/// by cp.async.
+constexpr int state_stages = 2;
 
 using bf16_t = std::uint16_t;  // a bfloat16 operand's bits
 
-__device__ __forceinline__ bf16_t bf16_bits_of(float x) {
-  const float r = round_to_bf16(x);
+/// x rounded to bfloat16 (nearest, ties to even), by the hardware's conversion (one instruction): for
+/// every number, infinities included, the bits of the twin's round_to_bf16 (models/delta_rule_chunk.cuh);
+/// a NaN stays a NaN (the twin keeps its high bits).
+__device__ __forceinline__ bf16_t bf16_bits_of(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
+
+/// Two numbers rounded as bf16_bits_of, packed: lo in the low half (the lower address).
+__device__ __forceinline__ std::uint32_t bf16x2_bits_of(float lo, float hi) {
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
   std::uint32_t bits;
-  __builtin_memcpy(&bits, &r, sizeof(bits));
-  return static_cast<bf16_t>(bits >> 16);
+  __builtin_memcpy(&bits, &pair, sizeof(bits));
+  return bits;
+}
+
+/// Four numbers rounded as bf16_bits_of, packed into 8 bytes (one vector store).
+__device__ __forceinline__ uint2 bf16x4_bits_of(const float4& x) {
+  return make_uint2(bf16x2_bits_of(x.x, x.y), bf16x2_bits_of(x.z, x.w));
 }
 
 __device__ __forceinline__ const __nv_bfloat16* as_bf16(const bf16_t* x) {
@@ -320,18 +334,10 @@ __device__ __forceinline__ void unit_lower_inverse_column(const float* A, int j,
   }
 }
 
-/// Eight bfloat16 bits packed into 16 bytes (one vector store).
-__device__ __forceinline__ uint4 pack_eight(const bf16_t (&x)[8]) {
-  uint4 packed;
-  packed.x = x[0] | static_cast<std::uint32_t>(x[1]) << 16;
-  packed.y = x[2] | static_cast<std::uint32_t>(x[3]) << 16;
-  packed.z = x[4] | static_cast<std::uint32_t>(x[5]) << 16;
-  packed.w = x[6] | static_cast<std::uint32_t>(x[7]) << 16;
-  return packed;
-}
-
-__device__ __forceinline__ void store_eight(bf16_t* to, const bf16_t (&x)[8]) {
-  *reinterpret_cast<uint4*>(to) = pack_eight(x);
+/// Eight numbers rounded to bfloat16 (bf16_bits_of, two a conversion) in one vector store.
+__device__ __forceinline__ void store_eight(bf16_t* to, const float (&x)[8]) {
+  *reinterpret_cast<uint4*>(to) = make_uint4(bf16x2_bits_of(x[0], x[1]), bf16x2_bits_of(x[2], x[3]),
+                                             bf16x2_bits_of(x[4], x[5]), bf16x2_bits_of(x[6], x[7]));
 }
 
 /// Shared memory of the prepare launch (bytes) for key size K.
@@ -435,19 +441,30 @@ __global__ void __launch_bounds__(prepare_threads, 2)
 #pragma unroll
       for (int u = 0; u < 8; ++u) write[u] = key[u];
     }
-    bf16_t key_g[8], write_g[8], query_g[8], carry_key[8], X[8];
+    // The decays: none without a gate (Γ = Γ⁻¹ = 1, what e^0 gives), one pair a token for a gate per head.
+    float gamma[8], inverse[8];
+    if (p.gate == delta_rule_gate::per_channel) {
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const float sum = t < n ? G[t * ldg + i0 + u] : 0.0f;
+        gamma[u] = exp_f32(sum), inverse[u] = exp_f32(-sum);
+      }
+    } else {
+      const float sum = p.gate == delta_rule_gate::per_head && t < n ? G[t] : 0.0f;
+      const float one_gamma = sum == 0.0f ? 1.0f : exp_f32(sum), one_inverse = sum == 0.0f ? 1.0f : exp_f32(-sum);
+#pragma unroll
+      for (int u = 0; u < 8; ++u) gamma[u] = one_gamma, inverse[u] = one_inverse;
+    }
+    float key_g[8], write_g[8], query_g[8], carry_key[8], X[8];
 #pragma unroll
     for (int u = 0; u < 8; ++u) {
-      key_g[u] = write_g[u] = query_g[u] = carry_key[u] = X[u] = 0;
-      if (t < n) {
-        const float sum = gate_sum(t, i0 + u);
-        const float gamma = exp_f32(sum), inverse = exp_f32(-sum), gk = mul_rn(gamma, key[u]);
-        key_g[u] = bf16_bits_of(gk);
-        X[u] = bf16_bits_of(mul_rn(beta[t], gk));
-        write_g[u] = bf16_bits_of(mul_rn(inverse, write[u]));
-        query_g[u] = bf16_bits_of(mul_rn(gamma, mul_rn(p.tau, query[u])));
-        carry_key[u] = bf16_bits_of(mul_rn(mul_rn(last[i0 + u], inverse), write[u]));
-      }
+      const float gk = mul_rn(gamma[u], key[u]);
+      const bool real = t < n;  // rows past the chunk's last token are zero
+      key_g[u] = real ? gk : 0.0f;
+      X[u] = real ? mul_rn(beta[t], gk) : 0.0f;
+      write_g[u] = real ? mul_rn(inverse[u], write[u]) : 0.0f;
+      query_g[u] = real ? mul_rn(gamma[u], mul_rn(p.tau, query[u])) : 0.0f;
+      carry_key[u] = real ? mul_rn(mul_rn(last[i0 + u], inverse[u]), write[u]) : 0.0f;
     }
     store_eight(kg + t * ldk + i0, key_g);
     store_eight(kn + t * ldk + i0, write_g);
@@ -472,12 +489,12 @@ __global__ void __launch_bounds__(prepare_threads, 2)
   // β ⊙ A, strictly lower; P = bf(scores), causal with the diagonal, to the workspace: eight a thread-step.
   for (int x = tid; x < chunk * chunk / 8; x += prepare_threads) {
     const int t = x / (chunk / 8), m0 = x % (chunk / 8) * 8;
-    bf16_t P[8];
+    float P[8];
 #pragma unroll
     for (int u = 0; u < 8; ++u) {
       const int m = m0 + u;
       A[t * ld_scores + m] = (m < t && t < n) ? mul_rn(beta[t], A[t * ld_scores + m]) : 0.0f;
-      P[u] = m <= t ? bf16_bits_of(scores[t * ld_scores + m]) : 0;
+      P[u] = m <= t ? scores[t * ld_scores + m] : 0.0f;
     }
     store_eight(ws.P + (hc * chunk + t) * chunk + m0, P);
   }
@@ -507,9 +524,9 @@ __global__ void __launch_bounds__(prepare_threads, 2)
       const int t = x / value_groups, j0 = x % value_groups * 8;
       float value[8] = {0, 0, 0, 0, 0, 0, 0, 0};
       if (t < n) in.v_eight(c0 + t, v0 + j0, value);
-      bf16_t Y[8];
+      float Y[8];
 #pragma unroll
-      for (int u = 0; u < 8; ++u) Y[u] = t < n ? bf16_bits_of(mul_rn(beta[t], value[u])) : 0;
+      for (int u = 0; u < 8; ++u) Y[u] = t < n ? mul_rn(beta[t], value[u]) : 0.0f;
       store_eight(to + t * ldu + j0, Y);
     }
   };
@@ -536,9 +553,9 @@ __global__ void __launch_bounds__(prepare_threads, 2)
   __syncthreads();
   for (int x = tid; x < chunk * groups; x += prepare_threads) {
     const int t = x / groups, i0 = x % groups * 8;
-    bf16_t W[8];
+    float W[8];
 #pragma unroll
-    for (int u = 0; u < 8; ++u) W[u] = bf16_bits_of(scratch[t * ldw + i0 + u]);
+    for (int u = 0; u < 8; ++u) W[u] = scratch[t * ldw + i0 + u];
     store_eight(ws.W + (hc * chunk + t) * K + i0, W);
   }
   // 𝒯Y, Y = bf(β v), by blocks of value columns, straight to the workspace (binary32).
@@ -560,9 +577,9 @@ __global__ void __launch_bounds__(prepare_threads, 2)
 }
 
 /// Shared memory of the state launch (bytes) for key size K and BV value columns: the state, its
-/// bfloat16 copy, the chunk's operands twice (this chunk's and the next's, arriving by cp.async),
+/// bfloat16 copy, the operands of Stages chunks (this chunk's and the next ones', arriving by cp.async),
 /// scratch, bf(Ũ).
-template <int BV>
+template <int BV, int Stages>
 struct state_shared {
   static constexpr int ldv = BV + pad_bf16, ldv32 = BV + pad_f32;
   int S, Sb, W, keys, TY, last, scratch, Ub, total;
@@ -570,10 +587,10 @@ struct state_shared {
     carver<128> c;
     S = c.take(K * BV * 4);
     Sb = c.take(K * ldv * 2);
-    W = c.take(2 * chunk * (K + pad_bf16) * 2);
-    keys = c.take(2 * chunk * (K + pad_bf16) * 2);
-    TY = c.take(2 * chunk * ldv32 * 4);
-    last = c.take(2 * K * 4);
+    W = c.take(Stages * chunk * (K + pad_bf16) * 2);
+    keys = c.take(Stages * chunk * (K + pad_bf16) * 2);
+    TY = c.take(Stages * chunk * ldv32 * 4);
+    last = c.take(Stages * K * 4);
     scratch = c.take((K > chunk ? K : chunk) * ldv32 * 4);
     Ub = c.take(chunk * ldv * 2);
     total = c.at;
@@ -597,18 +614,18 @@ __device__ __forceinline__ void fetch_chunk_operands(const workspace_views& ws, 
   const float* TY_in = ws.TY + hc * chunk * V + v0;
   for (int x = threadIdx.x; x < chunk * ty_copies; x += threads) {
     const int t = x / ty_copies, part = x % ty_copies;
-    __pipeline_memcpy_async(TY + t * state_shared<BV>::ldv32 + part * 4, TY_in + t * V + part * 4, 16);
+    __pipeline_memcpy_async(TY + t * (BV + pad_f32) + part * 4, TY_in + t * V + part * 4, 16);
   }
   for (int x = threadIdx.x; x < K / 4; x += threads)
     __pipeline_memcpy_async(last + x * 4, ws.last + hc * K + x * 4, 16);
   __pipeline_commit();
 }
 
-template <class In, int BV>
+template <class In, int BV, int Stages>
 __global__ void __launch_bounds__(threads)
     delta_rule_state_kernel(const delta_rule_problem p, const workspace_views ws, const int chunks) {
   extern __shared__ __align__(128) unsigned char smem[];
-  using layout = state_shared<BV>;
+  using layout = state_shared<BV, Stages>;
   constexpr int ldv = layout::ldv, ldv32 = layout::ldv32;
   const int K = p.key_dim, V = p.value_dim, tid = threadIdx.x, blocks_v = V / BV, ldk = K + pad_bf16;
   const long long b = blockIdx.x / (p.heads * blocks_v), h = (blockIdx.x / blocks_v) % p.heads;
@@ -638,16 +655,24 @@ __global__ void __launch_bounds__(threads)
         Sb[(x / BV) * ldv + x % BV] = bf16_bits_of(value);
         if (chunks > 0) ws.S[hc0 * K * V + (x / BV) * V + v0 + x % BV] = bf16_bits_of(value);
       });
-  if (chunks > 0) fetch_chunk_operands<BV>(ws, hc0, K, V, v0, W_of(0), keys_of(0), TY_of(0), last_of(0));
+  // One cp.async group a chunk (empty past the last), Stages − 1 of them in flight ahead of the chunk
+  // being computed.
+  const auto fetch = [&](int c) {
+    const int buffer = c % Stages;
+    if (c < chunks)
+      fetch_chunk_operands<BV>(ws, hc0 + c, K, V, v0, W_of(buffer), keys_of(buffer), TY_of(buffer), last_of(buffer));
+    else
+      __pipeline_commit();
+  };
+  for (int c = 0; c < Stages - 1; ++c) fetch(c);
   for (int c = 0; c < chunks; ++c) {
     const long long hc = hc0 + c;
-    const int buffer = c & 1;
-    __pipeline_wait_prior(0);
+    const int buffer = c % Stages;
+    __pipeline_wait_prior(Stages - 2);
     __syncthreads();
-    // The other buffer was last read by the previous chunk's carry, which every warp has finished.
-    if (c + 1 < chunks)
-      fetch_chunk_operands<BV>(ws, hc + 1, K, V, v0, W_of(buffer ^ 1), keys_of(buffer ^ 1), TY_of(buffer ^ 1),
-                               last_of(buffer ^ 1));
+    // The buffer of chunk c + Stages − 1 was last read by chunk c − 1's carry, which every warp has
+    // finished.
+    fetch(c + Stages - 1);
     const bf16_t* W = W_of(buffer);
     const bf16_t* keys = keys_of(buffer);
     const float* TY = TY_of(buffer);
@@ -667,12 +692,15 @@ __global__ void __launch_bounds__(threads)
         }
         __syncwarp();
       }
+      // Four columns a lane-step: 16-byte loads, 8-byte stores (rows of Ub, scratch, TY and the
+      // workspace's U all start on 16-byte boundaries: BV, V are multiples of 16).
       const float* U = erases ? scratch : TY;
-      for (int x = lane; x < 16 * BV; x += 32) {
-        const int t = t0 + x / BV, j = x % BV;
-        const bf16_t rounded = bf16_bits_of(U[t * ldv32 + j]);
-        Ub[t * ldv + j] = rounded;
-        U_out[t * V + j] = rounded;
+      constexpr int quads = BV / 4;
+      for (int x = lane; x < 16 * quads; x += 32) {
+        const int t = t0 + x / quads, j = x % quads * 4;
+        const uint2 rounded = bf16x4_bits_of(*reinterpret_cast<const float4*>(U + t * ldv32 + j));
+        *reinterpret_cast<uint2*>(Ub + t * ldv + j) = rounded;
+        *reinterpret_cast<uint2*>(U_out + t * V + j) = rounded;
       }
     }
     __syncthreads();
@@ -688,13 +716,19 @@ __global__ void __launch_bounds__(threads)
         wmma::store_matrix_sync(scratch + i0 * ldv32 + j0, acc, ldv32, wmma::mem_row_major);
       }
       __syncwarp();
-      for (int x = lane; x < 16 * BV; x += 32) {
-        const int i = i0 + x / BV, j = x % BV;
-        float& s = S[i * BV + j];
-        s = add_rn(mul_rn(last[i], s), scratch[i * ldv32 + j]);
-        const bf16_t rounded = bf16_bits_of(s);
-        Sb[i * ldv + j] = rounded;
-        if (S_next) S_next[i * V + j] = rounded;
+      constexpr int quads = BV / 4;
+      for (int x = lane; x < 16 * quads; x += 32) {
+        const int i = i0 + x / quads, j = x % quads * 4;
+        float4& s = *reinterpret_cast<float4*>(S + i * BV + j);
+        const float4 product = *reinterpret_cast<const float4*>(scratch + i * ldv32 + j);
+        const float decay = last[i];
+        s.x = add_rn(mul_rn(decay, s.x), product.x);
+        s.y = add_rn(mul_rn(decay, s.y), product.y);
+        s.z = add_rn(mul_rn(decay, s.z), product.z);
+        s.w = add_rn(mul_rn(decay, s.w), product.w);
+        const uint2 rounded = bf16x4_bits_of(s);
+        *reinterpret_cast<uint2*>(Sb + i * ldv + j) = rounded;
+        if (S_next) *reinterpret_cast<uint2*>(S_next + i * V + j) = rounded;
       }
       __syncwarp();
     }
@@ -780,12 +814,12 @@ void allow_shared(Kernel kernel, int bytes, const char* name) {
   check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), name);
 }
 
-template <class In, int BV>
+template <class In, int BV, int Stages>
 void launch_state(const delta_rule_problem& p, const workspace_views& ws, int chunks, cudaStream_t stream) {
-  const state_shared<BV> L(p.key_dim);
-  allow_shared(delta_rule_state_kernel<In, BV>, L.total, "cudaFuncSetAttribute(delta_rule_state_kernel)");
+  const state_shared<BV, Stages> L(p.key_dim);
+  allow_shared(delta_rule_state_kernel<In, BV, Stages>, L.total, "cudaFuncSetAttribute(delta_rule_state_kernel)");
   const long long blocks = static_cast<long long>(p.batch) * p.heads * (p.value_dim / BV);
-  delta_rule_state_kernel<In, BV><<<static_cast<unsigned>(blocks), threads, L.total, stream>>>(p, ws, chunks);
+  delta_rule_state_kernel<In, BV, Stages><<<static_cast<unsigned>(blocks), threads, L.total, stream>>>(p, ws, chunks);
   check_cuda(cudaGetLastError(), "delta_rule_state_kernel launch");
 }
 
@@ -818,7 +852,7 @@ void launch(const delta_rule_problem& p, void* workspace, const bool (&which)[3]
   const auto stream = static_cast<cudaStream_t>(p.stream);
   const int chunks = static_cast<int>(layout.chunks);
   if (which[0]) launch_prepare<In>(p, ws, chunks, stream);
-  if (which[1]) launch_state<In, state_value_block>(p, ws, chunks, stream);
+  if (which[1]) launch_state<In, state_value_block, state_stages>(p, ws, chunks, stream);
   if (which[2]) launch_output<In>(p, ws, chunks, stream);
 }
 
