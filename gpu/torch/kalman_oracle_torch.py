@@ -1,4 +1,4 @@
-"""KalmanOracle's KLA kernels as a PyTorch custom op with autograd (docs/kernels.md, "PyTorch").
+"""KalmanOracle's GPU kernels as PyTorch custom ops (docs/kernels.md, "PyTorch").
 
     from kalman_oracle_torch import kla
     y, y_var, final_lambda, final_eta = kla(v, Lambda, k, q, a_bar, p_bar, lambda_0=None, eta_0=None)
@@ -6,9 +6,20 @@
 CUDA tensors, one dtype among float32, bfloat16 and float16 (any numpy broadcast of Lambda, a_bar,
 p_bar and the priors); outputs float32; gradients for every input (summed over broadcast axes, in the
 input's dtype). The op is `torch.ops.kalman_oracle.kla` (torch.library.custom_op), so torch.compile
-sees it as one opaque call. The extension is compiled on first use from kla_op.cpp and gpu/src with
-torch.utils.cpp_extension (nvcc and ninja needed; $KALMAN_ORACLE_TORCH_BUILD sets the build
-directory).
+sees it as one opaque call.
+
+    from kalman_oracle_torch import chunk_delta_rule, chunk_gated_delta_rule, chunk_kda, chunk_gla
+    o, final_state = chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False)
+
+the chunked delta-rule memory's forward, with fla's names and layouts (q, k [B, T, H, K]; v [B, T, HV, V];
+g log gates [B, T, HV] for GDN, [B, T, HV, K] for KDA and GLA; beta [B, T, HV]; initial_state
+[B, HV, K, V]; scale K ** -0.5 by default), forward only (`torch.ops.kalman_oracle.delta_rule`; the
+kernels have no backward yet); o and the final state float32 (final_state None unless asked for, as
+fla). The kernels compute in the bf16-tc tier: bfloat16 matrix-product operands, binary32
+accumulation.
+
+Each extension is compiled on first use from its op's .cpp and gpu/src with torch.utils.cpp_extension
+(nvcc and ninja needed; $KALMAN_ORACLE_TORCH_BUILD sets the build directory).
 """
 import os
 from typing import Optional, Tuple
@@ -19,29 +30,38 @@ from torch import Tensor
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _GPU = os.path.dirname(_HERE)
 _ROOT = os.path.dirname(_GPU)
-_extension = None
+_extensions = {}
 
 
-def extension():
-    """The compiled extension (built once per build directory)."""
-    global _extension
-    if _extension is None:
+def _load(name, op_source, kernel_sources):
+    """The compiled extension `name` (built once per build directory)."""
+    if name not in _extensions:
         from torch.utils import cpp_extension
 
         build = os.environ.get("KALMAN_ORACLE_TORCH_BUILD")
         if build:
+            build = os.path.join(build, name)
             os.makedirs(build, exist_ok=True)
-        _extension = cpp_extension.load(
-            name="kalman_oracle_gpu_torch",
-            sources=[os.path.join(_HERE, "kla_op.cpp")] +
-            [os.path.join(_GPU, "src", f) for f in ("kla_forward.cu", "kla_backward.cu", "device.cu")],
+        _extensions[name] = cpp_extension.load(
+            name=name,
+            sources=[os.path.join(_HERE, op_source)] + [os.path.join(_GPU, "src", f) for f in kernel_sources],
             extra_include_paths=[os.path.join(_GPU, "include"), os.path.join(_ROOT, "reference", "include")],
             extra_cflags=["-O2", "-std=c++17"],
             # The kernels spell every rounding (float_ops.cuh); sm_90 as the CMake build.
             extra_cuda_cflags=["-O3", "-std=c++17", "-gencode=arch=compute_90,code=sm_90"],
             build_directory=build or None,
             verbose=False)
-    return _extension
+    return _extensions[name]
+
+
+def extension():
+    """The KLA extension."""
+    return _load("kalman_oracle_gpu_torch", "kla_op.cpp", ("kla_forward.cu", "kla_backward.cu", "device.cu"))
+
+
+def delta_rule_extension():
+    """The chunked delta-rule extension."""
+    return _load("kalman_oracle_gpu_torch_delta_rule", "delta_rule_op.cpp", ("delta_rule_chunked.cu", "device.cu"))
 
 
 @torch.library.custom_op("kalman_oracle::kla", mutates_args=())
@@ -96,3 +116,47 @@ def kla(v, Lambda, k, q, a_bar, p_bar, lambda_0=None, eta_0=None):
     y, y_var, final_lambda, final_eta, _, _ = torch.ops.kalman_oracle.kla(v, Lambda, k, q, a_bar, p_bar, lambda_0,
                                                                           eta_0)
     return y, y_var, final_lambda, final_eta
+
+
+@torch.library.custom_op("kalman_oracle::delta_rule", mutates_args=())
+def _delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Optional[Tensor], beta: Optional[Tensor],
+                initial_state: Optional[Tensor], scale: float, model: str) -> Tuple[Tensor, Tensor]:
+    o, final_state = delta_rule_extension().forward(q, k, v, g, beta, initial_state, scale, model)
+    return o, final_state
+
+
+@_delta_rule.register_fake
+def _(q, k, v, g, beta, initial_state, scale, model):
+    B, T, _, K = k.shape
+    HV, V = v.shape[2], v.shape[3]
+    f32 = dict(dtype=torch.float32, device=k.device)
+    return v.new_empty((B, T, HV, V), **f32), v.new_empty((B, HV, K, V), **f32)
+
+
+def delta_rule(model, q, k, v, g=None, beta=None, scale=None, initial_state=None, output_final_state=False):
+    """o and the final state (None unless output_final_state) of a fixed-gain model (gla, delta_net,
+    gated_delta_net, kda) by the chunked delta-rule kernels, forward only."""
+    if scale is None:
+        scale = k.shape[-1] ** -0.5
+    o, final_state = torch.ops.kalman_oracle.delta_rule(q, k, v, g, beta, initial_state, float(scale), model)
+    return o, (final_state if output_final_state else None)
+
+
+def chunk_delta_rule(q, k, v, beta, scale=None, initial_state=None, output_final_state=False):
+    """DeltaNet (fla's chunk_delta_rule's arguments and layouts)."""
+    return delta_rule("delta_net", q, k, v, None, beta, scale, initial_state, output_final_state)
+
+
+def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False):
+    """Gated DeltaNet, g [B, T, HV] log gates (fla's chunk_gated_delta_rule)."""
+    return delta_rule("gated_delta_net", q, k, v, g, beta, scale, initial_state, output_final_state)
+
+
+def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False):
+    """KDA, g [B, T, HV, K] log gates (fla's chunk_kda, without its in-kernel gate activation)."""
+    return delta_rule("kda", q, k, v, g, beta, scale, initial_state, output_final_state)
+
+
+def chunk_gla(q, k, v, g, scale=None, initial_state=None, output_final_state=False):
+    """GLA, g [B, T, HV, K] log gates (fla's chunk_gla)."""
+    return delta_rule("gla", q, k, v, g, None, scale, initial_state, output_final_state)

@@ -17,30 +17,16 @@
 
 #include "kalman_oracle/gpu/kla_backward.hpp"
 #include "kalman_oracle/gpu/kla_forward.hpp"
+#include "torch_views.hpp"
 
 namespace gpu = kalman_oracle::gpu;
 
 namespace {
 
-gpu::input_dtype dtype_of(const at::Tensor& x) {
-  switch (x.scalar_type()) {
-    case at::kFloat: return gpu::input_dtype::f32;
-    case at::kBFloat16: return gpu::input_dtype::bf16;
-    case at::kHalf: return gpu::input_dtype::f16;
-    default: TORCH_CHECK(false, "kla: inputs must be float32, bfloat16 or float16, got ", x.scalar_type());
-  }
-}
+gpu::input_dtype dtype_of(const at::Tensor& x) { return gpu::torch_ops::dtype_of(x, "kla"); }
 
-/// x expanded to `shape` (numpy broadcasting, strides 0 along broadcast axes), as the kernels read it.
 gpu::strided_input view(const at::Tensor& x, at::IntArrayRef shape, const char* name) {
-  TORCH_CHECK(x.is_cuda(), "kla: ", name, " must be a CUDA tensor");
-  const at::Tensor e = x.expand(shape);
-  gpu::strided_input out;
-  out.data = e.data_ptr();
-  // An axis of extent 1 is never stepped along: stride 0, as for a broadcast one (the kernels'
-  // layout rules read it so).
-  for (int64_t axis = 0; axis < e.dim(); ++axis) out.stride[axis] = e.size(axis) == 1 ? 0 : e.stride(axis);
-  return out;
+  return gpu::torch_ops::view(x, shape, "kla", name);
 }
 
 struct sizes {

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The PyTorch op on a GPU machine (docs/kernels.md, "PyTorch"):
 #   run_gpu.sh KALMAN_ORACLE KALMAN_ORACLE_GPU SUITE...
-# builds the extension (first use), runs test_kla_op.py, then for each suite: conform with the op
-# as the command, and a bit-for-bit comparison of the op's candidates with kalman-oracle-gpu's
-# (the same kernels called from C++). Exit status 1 on any failure.
+# builds the extensions (first use), runs test_kla_op.py and test_delta_rule_op.py, then for each
+# suite: conform with each op as the command (KLA; the fixed-gain family under bf16-tc), and a
+# bit-for-bit comparison of the ops' candidates with kalman-oracle-gpu's (the same kernels called
+# from C++). Exit status 1 on any failure.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 tool=$1 gpu_tool=$2
@@ -16,19 +17,9 @@ if ! why=$("$python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_availabl
   exit 0
 fi
 status=0
-echo "== test_kla_op.py"
-"$python" "$here/test_kla_op.py" || status=1
-for suite in "$@"; do
-  echo "== conform $suite (the PyTorch op)"
-  "$tool" conform --models kla --suite "$suite" -- "$python" "$here/kla_conform_runner.py" {fixture} {output} 2>/dev/null ||
-    status=1
-  echo "== the op's candidates against kalman-oracle-gpu's, bit for bit"
-  work=$(mktemp -d)
-  for fixture in "$suite"/kla_*.safetensors; do
-    name=$(basename "$fixture")
-    "$python" "$here/kla_conform_runner.py" "$fixture" "$work/torch_$name"
-    "$gpu_tool" run --device cuda "$fixture" "$work/cuda_$name"
-    "$python" - "$work/torch_$name" "$work/cuda_$name" <<'PY' || status=1
+# Whether two candidates hold the same bits in every tensor of the second.
+same_bits() {
+  "$python" - "$1" "$2" <<'PY'
 import sys, os
 sys.path.insert(0, os.path.join(os.environ.get("KALMAN_ORACLE_PYTHON", "python")))
 from kalman_oracle import safetensors_file
@@ -38,6 +29,31 @@ differ = [n for n in b if n not in a or a[n][2].tobytes() != b[n][2].tobytes()]
 print(("same bits: " if not differ else "DIFFER: ") + os.path.basename(sys.argv[1])[6:] + (" " + str(differ) if differ else ""))
 sys.exit(1 if differ else 0)
 PY
+}
+echo "== test_kla_op.py"
+"$python" "$here/test_kla_op.py" || status=1
+echo "== test_delta_rule_op.py"
+"$python" "$here/test_delta_rule_op.py" || status=1
+fixed_gain=gla,delta_net,gated_delta_net,kda
+for suite in "$@"; do
+  echo "== conform $suite (the PyTorch op)"
+  "$tool" conform --models kla --suite "$suite" -- "$python" "$here/kla_conform_runner.py" {fixture} {output} 2>/dev/null ||
+    status=1
+  echo "== conform $suite (the PyTorch delta-rule op, bf16-tc)"
+  "$tool" conform --strict --arithmetic bf16-tc --outputs o,final_state --models $fixed_gain --suite "$suite" -- \
+    "$python" "$here/delta_rule_conform_runner.py" {fixture} {output} 2>/dev/null || status=1
+  echo "== the ops' candidates against kalman-oracle-gpu's, bit for bit"
+  work=$(mktemp -d)
+  for fixture in "$suite"/*.safetensors; do
+    name=$(basename "$fixture")
+    case $name in
+      kla_*) runner=kla_conform_runner.py ;;
+      gla_* | delta_net_* | gdn_* | gated_delta_net_* | kda_*) runner=delta_rule_conform_runner.py ;;
+      *) continue ;;
+    esac
+    "$python" "$here/$runner" "$fixture" "$work/torch_$name"
+    "$gpu_tool" run --device cuda "$fixture" "$work/cuda_$name"
+    same_bits "$work/torch_$name" "$work/cuda_$name" || status=1
   done
   rm -rf "$work"
 done

@@ -15,14 +15,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kalman_oracle_torch import kla  # noqa: E402
-
-failures = []
-
-
-def expect(condition, what):
-    print(("ok   " if condition else "FAIL ") + what)
-    if not condition:
-        failures.append(what)
+from op_checks import expect, failures, same  # noqa: E402
 
 
 def inputs(B=2, T=37, M=24, S=16, seed=0, device="cuda"):
@@ -32,10 +25,6 @@ def inputs(B=2, T=37, M=24, S=16, seed=0, device="cuda"):
              a_bar=0.5 + 0.5 * torch.rand(M, S, generator=g), p_bar=10 ** (-2.5 + 1.5 * u(M, S)),
              lambda_0=10 ** u(B, M, S), eta_0=u(B, M, S))
     return {n: t.to(device) for n, t in x.items()}
-
-
-def same(a, b):
-    return a.shape == b.shape and torch.equal(a.view(torch.int32), b.view(torch.int32))
 
 
 ORDER = ("v", "Lambda", "k", "q", "a_bar", "p_bar", "lambda_0", "eta_0")

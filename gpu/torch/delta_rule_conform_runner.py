@@ -1,0 +1,57 @@
+"""A conformance command for the PyTorch delta-rule op (docs/kernels.md, "PyTorch"):
+
+    kalman-oracle conform --arithmetic bf16-tc --outputs o,final_state --models gla,delta_net,gated_delta_net,kda \\
+        --suite DIR -- python gpu/torch/delta_rule_conform_runner.py {fixture} {output}
+
+reads a fixed-gain fixture (python/kalman_oracle; BF16 inputs stay torch.bfloat16, so the op's 16-bit
+path is what runs), runs kalman_oracle_torch.delta_rule on the GPU and writes o and final_state
+(float32): a partial candidate, as the kernels compute no gradient. A varlen fixture (cu_seqlens) is
+run sequence by sequence, each from its own initial state, as `kalman-oracle-gpu run` does.
+"""
+import os
+import sys
+
+import torch
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(_HERE)), "python"))
+sys.path.insert(0, _HERE)
+
+import kalman_oracle  # noqa: E402
+from kalman_oracle import safetensors_file  # noqa: E402
+from kalman_oracle_torch import delta_rule  # noqa: E402
+
+MODELS = ("gla", "delta_net", "gated_delta_net", "kda")
+
+
+def main(fixture_path, output_path):
+    fx = kalman_oracle.load(fixture_path, torch=True)
+    if fx.model not in MODELS:
+        raise SystemExit(f"{fixture_path}: model {fx.model}: this runner runs {', '.join(MODELS)} fixtures only")
+    x = {n: t.cuda() for n, t in fx.inputs.items() if n != "cu_seqlens"}
+    k = x["k"]
+    B, T, H, K = k.shape
+    q = x["q"].expand(k.shape)
+    v = x["v"]
+    g, beta, initial = x.get("g"), x.get("beta"), x.get("initial_state")
+    cu = fx.inputs.get("cu_seqlens")
+    bounds = [(int(cu[n]), int(cu[n + 1])) for n in range(len(cu) - 1)] if cu is not None else [(0, T)]
+    os_, finals = [], []
+    for n, (t0, t1) in enumerate(bounds):
+        def tokens(t):
+            return None if t is None else t.expand((B, T) + tuple(t.shape[2:]))[:, t0:t1]
+        prior = None
+        if initial is not None:
+            prior = initial[n:n + 1] if cu is not None and initial.shape[0] > 1 else initial
+        o, final_state = delta_rule(fx.model, q[:, t0:t1], k[:, t0:t1], v[:, t0:t1], tokens(g), tokens(beta),
+                                    initial_state=prior, output_final_state=True)
+        os_.append(o)
+        finals.append(final_state)
+    out = {"o": torch.cat(os_, dim=1), "final_state": torch.cat(finals, dim=0)}
+    safetensors_file.write(output_path, {n: t.cpu().numpy() for n, t in out.items()})
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        raise SystemExit("usage: delta_rule_conform_runner.py FIXTURE OUTPUT")
+    main(sys.argv[1], sys.argv[2])

@@ -1,0 +1,94 @@
+// The chunked delta-rule memory's forward as a PyTorch operation (docs/kernels.md, "PyTorch"): the
+// fixed-gain family (GLA, DeltaNet, GDN, KDA) in fla's layouts, on CUDA tensors, on the current stream.
+// Built by kalman_oracle_torch.py with torch.utils.cpp_extension from this file and gpu/src; registered
+// there as the custom op kalman_oracle::delta_rule (forward only: the kernels have no backward yet).
+//
+// Inputs (one dtype among float32, bfloat16, float16): q, k [B, T, H, K]; v [B, T, HV, V] (HV a
+// multiple of H: grouped value heads); g [B, T, HV] (GDN) or [B, T, HV, K] (GLA, KDA), log gates;
+// β [B, T, HV] (the delta rules); initial_state [B, HV, K, V] or None (zero). Every input may be a
+// numpy broadcast of its shape (read by strides). Outputs float32: o [B, T, HV, V] and the final
+// state [B, HV, K, V]. The kernels compute in the bf16-tc tier (bfloat16 matrix-product operands,
+// binary32 accumulation): check them with `conform --arithmetic bf16-tc`.
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/extension.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kalman_oracle/gpu/delta_rule_chunked.hpp"
+#include "torch_views.hpp"
+
+namespace gpu = kalman_oracle::gpu;
+
+namespace {
+
+constexpr const char* op = "delta_rule";
+
+/// o, final_state (float32) of `model` (gla, delta_net, gated_delta_net, kda) with query scale `scale`.
+std::vector<at::Tensor> forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                const std::optional<at::Tensor>& g, const std::optional<at::Tensor>& beta,
+                                const std::optional<at::Tensor>& initial_state, double scale,
+                                const std::string& model) {
+  TORCH_CHECK(model == "gla" || model == "delta_net" || model == "gated_delta_net" || model == "kda", op,
+              ": model must be gla, delta_net, gated_delta_net or kda, got ", model);
+  TORCH_CHECK(k.dim() == 4, op, ": k must be [B, T, H, K], got ", k.sizes());
+  TORCH_CHECK(q.sizes() == k.sizes(), op, ": q must have k's shape ", k.sizes(), ", got ", q.sizes());
+  TORCH_CHECK(v.dim() == 4 && v.size(0) == k.size(0) && v.size(1) == k.size(1), op,
+              ": v must be [B, T, HV, V] with B, T of k, got ", v.sizes());
+  const int64_t B = k.size(0), T = k.size(1), H = k.size(2), K = k.size(3), HV = v.size(2), V = v.size(3);
+  TORCH_CHECK(H >= 1 && HV % H == 0, op, ": v's heads (", HV, ") must be a multiple of k's (", H, ")");
+  const bool gated = model != "delta_net", per_head = model == "gated_delta_net", erases = model != "gla";
+  TORCH_CHECK(g.has_value() == gated, op, ": ", model, gated ? " needs" : " takes no", " log gates g");
+  TORCH_CHECK(beta.has_value() == erases, op, ": ", model, erases ? " needs" : " takes no", " beta");
+  for (const at::Tensor* x : {&q, &v})
+    TORCH_CHECK(x->scalar_type() == k.scalar_type(), op, ": every input must have k's dtype ", k.scalar_type());
+  for (const auto* x : {&g, &beta, &initial_state})
+    if (x->has_value())
+      TORCH_CHECK((*x)->scalar_type() == k.scalar_type(), op, ": every input must have k's dtype ", k.scalar_type());
+  TORCH_CHECK(scale > 0, op, ": scale must be > 0, got ", scale);
+
+  const c10::cuda::CUDAGuard guard(k.device());
+  gpu::delta_rule_problem p;
+  p.rule = erases ? gpu::delta_rule_kind::beta_form : gpu::delta_rule_kind::gla;
+  p.gate = !gated     ? gpu::delta_rule_gate::none
+           : per_head ? gpu::delta_rule_gate::per_head
+                      : gpu::delta_rule_gate::per_channel;
+  p.batch = static_cast<int>(B);
+  p.tokens = static_cast<int>(T);
+  p.heads = static_cast<int>(HV);
+  p.key_dim = static_cast<int>(K);
+  p.value_dim = static_cast<int>(V);
+  p.key_head_group = static_cast<int>(HV / H);
+  p.dtype = gpu::torch_ops::dtype_of(k, op);
+  p.tau = static_cast<float>(scale);
+  p.q = gpu::torch_ops::view(q, {B, T, H, K}, op, "q");
+  p.k = gpu::torch_ops::view(k, {B, T, H, K}, op, "k");
+  p.v = gpu::torch_ops::view(v, {B, T, HV, V}, op, "v");
+  if (g)
+    p.g = per_head ? gpu::torch_ops::view(*g, {B, T, HV}, op, "g") : gpu::torch_ops::view(*g, {B, T, HV, K}, op, "g");
+  if (beta) p.beta = gpu::torch_ops::view(*beta, {B, T, HV}, op, "beta");
+  if (initial_state) p.initial_state = gpu::torch_ops::view(*initial_state, {B, HV, K, V}, op, "initial_state");
+  const auto f32 = k.options().dtype(at::kFloat);
+  at::Tensor o = at::empty({B, T, HV, V}, f32), final_state = at::empty({B, HV, K, V}, f32);
+  p.o = o.data_ptr<float>();
+  p.final_state = final_state.data_ptr<float>();
+  p.stream = at::cuda::getCurrentCUDAStream().stream();
+  try {
+    // The workspace from torch's caching allocator (256-byte aligned), on the op's stream.
+    at::Tensor workspace =
+        at::empty({static_cast<int64_t>(gpu::delta_rule_workspace_bytes(p))}, k.options().dtype(at::kByte));
+    p.workspace = workspace.data_ptr();
+    gpu::delta_rule_device(p);
+  } catch (const std::invalid_argument& e) {  // the kernels' size rules
+    TORCH_CHECK(false, e.what());
+  }
+  return {o, final_state};
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("forward", &forward, "The chunked delta-rule memory's forward: o, final_state (float32)");
+}

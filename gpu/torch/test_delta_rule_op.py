@@ -1,0 +1,90 @@
+"""The PyTorch delta-rule op's own checks on a GPU (run by gpu/torch/run_gpu.sh; docs/kernels.md,
+"PyTorch"); the values are the fixtures' business (delta_rule_conform_runner.py):
+
+1. BF16 and F16 inputs give the bits their float32 copies give (the kernels widen exactly);
+2. broadcast inputs (β [B, T, 1] expanded by strides, an initial state [1, HV, K, V]) give the bits of
+   their materialised copies;
+3. the op on a side stream gives the bits it gives on the default stream;
+4. fla's names (chunk_kda, ...) are delta_rule with the model named, the final state only when asked
+   for, and bad input is refused with a message naming the input.
+Exit status 1 on any failure.
+"""
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kalman_oracle_torch import chunk_delta_rule, chunk_gated_delta_rule, chunk_gla, chunk_kda, delta_rule  # noqa: E402
+from op_checks import expect, failures, same  # noqa: E402
+
+
+def inputs(B=2, T=130, H=2, HV=4, K=64, V=64, seed=0):
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    u = lambda *shape: torch.rand(*shape, generator=g) * 2 - 1
+    k = u(B, T, H, K)
+    k = k / k.norm(dim=-1, keepdim=True)
+    x = dict(q=u(B, T, H, K), k=k, v=u(B, T, HV, V), g_head=-torch.rand(B, T, HV, generator=g),
+             g_channel=-torch.rand(B, T, HV, K, generator=g), beta=torch.rand(B, T, HV, generator=g),
+             initial_state=u(B, HV, K, V))
+    return {n: t.cuda() for n, t in x.items()}
+
+
+def run(model, x, dtype=torch.float32, **kw):
+    c = {n: t.to(dtype) for n, t in x.items()}
+    g = {"gla": c["g_channel"], "kda": c["g_channel"], "gated_delta_net": c["g_head"], "delta_net": None}[model]
+    beta = None if model == "gla" else c["beta"]
+    return delta_rule(model, c["q"], c["k"], c["v"], g, beta, initial_state=c["initial_state"],
+                      output_final_state=True, **kw)
+
+
+x = inputs()
+for model in ("gla", "delta_net", "gated_delta_net", "kda"):
+    o32, s32 = run(model, {n: t.to(torch.bfloat16).float() for n, t in x.items()})
+    o16, s16 = run(model, x, torch.bfloat16)
+    expect(same(o32, o16) and same(s32, s16), f"{model}: bfloat16 inputs give their float32 copies' bits")
+    oh32, sh32 = run(model, {n: t.half().float() for n, t in x.items()})
+    oh, sh = run(model, x, torch.float16)
+    expect(same(oh32, oh) and same(sh32, sh), f"{model}: float16 inputs give their float32 copies' bits")
+    expect(bool(torch.isfinite(o32).all() and torch.isfinite(s32).all()), f"{model}: every output finite")
+
+# Broadcast β and initial state.
+b = dict(x)
+b["beta"] = x["beta"][:, :, :1].expand_as(x["beta"])
+b["initial_state"] = x["initial_state"][:1].expand_as(x["initial_state"])
+o_b, s_b = run("kda", b)
+o_m, s_m = run("kda", {n: t.contiguous() for n, t in b.items()})
+expect(same(o_b, o_m) and same(s_b, s_m), "kda: broadcast beta and initial state give their copies' bits")
+
+# A side stream.
+o_d, s_d = run("gated_delta_net", x)
+stream = torch.cuda.Stream()
+with torch.cuda.stream(stream):
+    o_s, s_s = run("gated_delta_net", x)
+stream.synchronize()
+expect(same(o_d, o_s) and same(s_d, s_s), "gated_delta_net: a side stream gives the default stream's bits")
+
+# fla's names.
+o_a, s_a = chunk_kda(x["q"], x["k"], x["v"], x["g_channel"], x["beta"], initial_state=x["initial_state"],
+                     output_final_state=True)
+o_r, s_r = run("kda", x)
+expect(same(o_a, o_r) and same(s_a, s_r), "chunk_kda is delta_rule('kda', ...)")
+o_n, none = chunk_delta_rule(x["q"], x["k"], x["v"], x["beta"])
+expect(none is None and o_n.shape == x["v"].shape, "chunk_delta_rule: no final state unless asked for")
+o_g, _ = chunk_gated_delta_rule(x["q"], x["k"], x["v"], x["g_head"], x["beta"])
+o_l, _ = chunk_gla(x["q"], x["k"], x["v"], x["g_channel"])
+expect(o_g.dtype == torch.float32 and o_l.dtype == torch.float32, "outputs are float32")
+for what, call in (("beta", lambda: delta_rule("kda", x["q"], x["k"], x["v"], x["g_channel"], None)),
+                   # K = 80 is five whole tiles (taken); 72 is not.
+                   ("K = 72", lambda: chunk_delta_rule(torch.zeros(1, 8, 1, 72, device="cuda"),
+                                                       torch.zeros(1, 8, 1, 72, device="cuda"),
+                                                       torch.zeros(1, 8, 1, 16, device="cuda"),
+                                                       torch.zeros(1, 8, 1, device="cuda")))):
+    try:
+        call()
+        expect(False, f"bad input ({what}) refused")
+    except RuntimeError as e:
+        expect(what in str(e), f"bad input ({what}) refused: {str(e).splitlines()[0][:100]}")
+
+print(f"{len(failures)} failures")
+sys.exit(1 if failures else 0)
