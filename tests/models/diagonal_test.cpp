@@ -97,6 +97,11 @@ TEST_CASE("diagonal KDN: the parallel form reproduces the example for every chun
   const kdn_scan_options empty_memory_chunks{scan_schedule::chunked, 2, rescale_mode::none, 0};
   CHECK(message_of([&] { diagonal_kdn_parallel(example(), empty_memory_chunks); }) ==
         "memory_chunk_size: 0; rule: a chunk of the memory needs at least one token");
+  kdn_scan_options beta_form;
+  beta_form.memory_association = kdn_memory_association::beta_form;
+  CHECK(message_of([&] { diagonal_kdn_parallel(example(), beta_form); }) ==
+        "memory_association: beta_form; rule: the diagonal KDN's gain P̂_t k_t / (r_t + k_tᵀ P̂_t k_t) is not a "
+        "multiple of k_t, only the isotropic model has the β-form");
 }
 
 TEST_CASE("diagonal KDN: no internals unless asked for") {

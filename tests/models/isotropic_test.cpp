@@ -81,12 +81,14 @@ TEST_CASE("isotropic KDN: hand-worked 2-token example (K = 2, V = 1)") {
 
 TEST_CASE("isotropic KDN: the parallel form reproduces the example for every chunk size and rescale mode") {
   // Scan and memory chunks of 1 (one token each), 2 (the whole sequence) and 3 (longer than T = 2).
+  // Both memory associations (κ_t = β_t k_t formed first, or the β-form).
   for (std::size_t chunk : {1u, 2u, 3u})
     for (std::size_t memory_chunk : {1u, 2u, 3u})
       for (rescale_mode mode :
            {rescale_mode::none, rescale_mode::trace, rescale_mode::max_entry, rescale_mode::power_of_two})
-        check_example(
-            isotropic_kdn_parallel(example(), {scan_schedule::chunked, chunk, mode, memory_chunk}, {1, true}));
+        for (kdn_memory_association association : {kdn_memory_association::two_key, kdn_memory_association::beta_form})
+          check_example(isotropic_kdn_parallel(
+              example(), {scan_schedule::chunked, chunk, mode, memory_chunk, association}, {1, true}));
   const kdn_scan_options empty_memory_chunks{scan_schedule::chunked, 2, rescale_mode::none, 0};
   CHECK(message_of([&] { isotropic_kdn_parallel(example(), empty_memory_chunks); }) ==
         "memory_chunk_size: 0; rule: a chunk of the memory needs at least one token");

@@ -10,12 +10,13 @@
 //   3. memory: the fixed-gain two-key delta rule of §7, S_t = (I − κ_t k_tᵀ) diag(α_t) S_{t−1} +
 //      κ_t v_tᵀ, o_t = S_tᵀ (τ q_t), with those gains, in the chunked WY form a kernel runs
 //      (models/fixed_gain_chunked.hpp: the given-gain rule, chunks of kdn_scan_options's
-//      memory_chunk_size tokens).
+//      memory_chunk_size tokens; for the isotropic model optionally the β-form instead, β_t and k_t
+//      entering the chunk's products as in fla's chunk_kda: kdn_memory_association).
 // Phases 1 and 2 run per (batch, head); phase 3 takes every head's gains at once.
 //
 // Over exact arithmetic this equals the sequential references (diagonal.hpp, isotropic.hpp) for
-// every schedule, chunk size and rescale mode of the scan and every memory chunk size (the WY form
-// is exact algebra); properties/models_kdn_exact.cpp checks it exactly over rationals, and
+// every schedule, chunk size and rescale mode of the scan, every memory chunk size and both memory
+// associations (the WY form is exact algebra); properties/models_kdn_exact.cpp checks it exactly over rationals, and
 // properties/models_kdn_mpfr.cpp within a derived rounding bound in MPFR
 // (docs/kdn-parallel-rounding.md).
 //
@@ -50,6 +51,17 @@
 
 namespace kalman_oracle {
 
+/// How the memory's chunked WY form takes the gain (docs/math.md, the chunked form's parametrisation).
+/// Both give the sequential result over exact arithmetic; they round differently.
+enum class kdn_memory_association {
+  /// The two-key rule with κ_t given (r = 1, e = k, w = κ): κ_t = fl(β_t k_t) formed first for the
+  /// isotropic model, the diagonal gain as computed for the diagonal one.
+  two_key,
+  /// The isotropic model only: the β-form r = β_t, e = w = k_t (fla's chunk_kda association; β_t
+  /// enters the chunk's products, κ_t is never formed).
+  beta_form,
+};
+
 /// How the parallel forms run. Any choice gives the sequential result over exact arithmetic.
 struct kdn_scan_options {
   scan_schedule schedule = scan_schedule::chunked;    ///< the covariance scan's schedule
@@ -57,6 +69,7 @@ struct kdn_scan_options {
   rescale_mode rescale = rescale_mode::power_of_two;  ///< exact in binary formats, what a kernel does
   /// Tokens per chunk of the memory's chunked WY form (models/fixed_gain_chunked.hpp), >= 1.
   std::size_t memory_chunk_size = default_wy_chunk_size;
+  kdn_memory_association memory_association = kdn_memory_association::two_key;
 };
 
 // ---- The fixed-gain memory (§7 two-key delta rule) -------------------------------------------------
@@ -100,22 +113,32 @@ fixed_gain_inputs<T> kdn_memory_rule(const kdn_memory_inputs<T>& inputs) {
 }
 
 /// Phase 3 of a parallel form: the memory of every head with the gains of phase 2, in the chunked
-/// WY form; writes o and S_T into `out`.
+/// WY form; writes o and S_T into `out`. With `beta` (the isotropic model's β_t [B, T, H]) and the
+/// β-form association, the rule takes β_t and k_t instead of κ_t = β_t k_t.
 template <class T, class Inputs, class Outputs>
 void kdn_parallel_memory(const Inputs& inputs, tensor<T> gain, const T& tau, const kdn_scan_options& scan,
-                         const run_options& options, Outputs& out) {
-  const fixed_gain_inputs<T> rule = kdn_memory_rule<T>(
+                         const run_options& options, Outputs& out, std::optional<tensor<T>> beta = std::nullopt) {
+  fixed_gain_inputs<T> rule = kdn_memory_rule<T>(
       {inputs.q, inputs.k, inputs.v, inputs.g, inputs.gates, std::move(gain), inputs.initial_state, tau});
+  if (scan.memory_association == kdn_memory_association::beta_form) {
+    rule.gain.reset();
+    rule.beta = std::move(beta);
+  }
   fixed_gain_outputs<T> memory =
       fixed_gain_chunked_forward(rule, scan.memory_chunk_size, run_options{options.threads, false});
   out.o = std::move(memory.o);
   out.final_state = std::move(memory.final_state);
 }
 
-/// memory_chunk_size >= 1, checked with the inputs, before any arithmetic.
-inline void require_memory_chunk(const kdn_scan_options& scan) {
+/// memory_chunk_size >= 1, and the β-form only where the gain is β_t k_t (`isotropic`), checked with
+/// the inputs, before any arithmetic.
+inline void require_memory_chunk(const kdn_scan_options& scan, bool isotropic) {
   if (scan.memory_chunk_size == 0)
     throw input_error("memory_chunk_size: 0; rule: a chunk of the memory needs at least one token");
+  if (!isotropic && scan.memory_association == kdn_memory_association::beta_form)
+    throw input_error(
+        "memory_association: beta_form; rule: the diagonal KDN's gain P̂_t k_t / (r_t + k_tᵀ P̂_t k_t) is not a "
+        "multiple of k_t, only the isotropic model has the β-form");
 }
 
 }  // namespace detail
@@ -136,7 +159,7 @@ template <class T>
 diagonal_kdn_outputs<T> diagonal_kdn_parallel(const diagonal_kdn_inputs<T>& inputs, const kdn_scan_options& scan = {},
                                               const run_options& options = {}) {
   const detail::diagonal_kdn_problem<T> pb(inputs);
-  detail::require_memory_chunk(scan);
+  detail::require_memory_chunk(scan, false);
   const detail::kdn_dims& d = pb.dims;
   const std::size_t N = d.tokens, K = d.key_dim;
   diagonal_kdn_outputs<T> out = detail::diagonal_kdn_allocate<T>(d, options.internals);
@@ -209,12 +232,13 @@ template <class T>
 isotropic_kdn_outputs<T> isotropic_kdn_parallel(const isotropic_kdn_inputs<T>& inputs,
                                                 const kdn_scan_options& scan = {}, const run_options& options = {}) {
   const detail::isotropic_kdn_problem<T> pb(inputs);
-  detail::require_memory_chunk(scan);
+  detail::require_memory_chunk(scan, true);
   const detail::kdn_dims& d = pb.dims;
   const std::size_t N = d.tokens, K = d.key_dim;
   isotropic_kdn_outputs<T> out = detail::isotropic_kdn_allocate<T>(d, options.internals);
   const mobius_monoid<T> monoid{scan.rescale};
   tensor<T> gains("gain", {d.batch, N, d.heads, K});
+  tensor<T> betas("beta", {d.batch, N, d.heads});
 
   detail::parallel_for(d.batch * d.heads, options.threads, [&](std::size_t bh) {
     const std::size_t b = bh / d.heads, h = bh % d.heads;
@@ -246,6 +270,7 @@ isotropic_kdn_outputs<T> isotropic_kdn_parallel(const isotropic_kdn_inputs<T>& i
       T key2(0);
       for (std::size_t i = 0; i < K; ++i) key2 += key[t * K + i] * key[t * K + i];
       beta[t] = predicted[t] / (pb.r(b, t, h) + predicted[t] * key2);
+      betas(b, t, h) = beta[t];
       for (std::size_t i = 0; i < K; ++i) gains(b, t, h, i) = beta[t] * key[t * K + i];
     }
 
@@ -265,8 +290,8 @@ isotropic_kdn_outputs<T> isotropic_kdn_parallel(const isotropic_kdn_inputs<T>& i
     out.final_covariance(b, h) = covariance[N - 1];
   });
 
-  // Phase 3: the chunked fixed-gain memory with κ_t = β_t k_t.
-  detail::kdn_parallel_memory(inputs, std::move(gains), pb.tau, scan, options, out);
+  // Phase 3: the chunked fixed-gain memory with κ_t = β_t k_t (two-key) or β_t and k_t (β-form).
+  detail::kdn_parallel_memory(inputs, std::move(gains), pb.tau, scan, options, out, std::optional(std::move(betas)));
   return out;
 }
 
