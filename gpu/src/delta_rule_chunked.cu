@@ -47,6 +47,11 @@ constexpr int state_stages = 2;
 
 using bf16_t = std::uint16_t;  // a bfloat16 operand's bits
 
+/// A size known at compile time (known > 0) or else the run-time one: the kernels are compiled once for
+/// fla's production sizes K = V = 128, where every index division by K, V or the value block folds into
+/// shifts (docs/kernels.md: 0.44 -> 0.31 ms for the output launch), and once for any size.
+__host__ __device__ constexpr int known_or(int known, int run_time) { return known > 0 ? known : run_time; }
+
 /// x rounded to bfloat16 (nearest, ties to even), by the hardware's conversion (one instruction): for
 /// every number, infinities included, the bits of the twin's round_to_bf16 (models/delta_rule_chunk.cuh);
 /// a NaN stays a NaN (the twin keeps its high bits).
@@ -363,11 +368,12 @@ struct prepare_shared {
 /// many warps to cover the latency of its loads; two blocks fit on an SM.
 constexpr int prepare_warps = 8, prepare_threads = 32 * prepare_warps;
 
-template <class In>
+template <class In, int KD, int VD>
 __global__ void __launch_bounds__(prepare_threads, 2)
     delta_rule_prepare_kernel(const delta_rule_problem p, const workspace_views ws, const int chunks) {
   extern __shared__ __align__(128) unsigned char smem[];
-  const int K = p.key_dim, V = p.value_dim, tid = threadIdx.x, ldk = K + pad_bf16, ldg = K + pad_f32;
+  const int K = known_or(KD, p.key_dim), V = known_or(VD, p.value_dim), tid = threadIdx.x, ldk = K + pad_bf16,
+            ldg = K + pad_f32;
   const long long hc = blockIdx.x, bh = hc / chunks;
   const int c0 = static_cast<int>(hc % chunks) * chunk, n = p.tokens - c0 < chunk ? p.tokens - c0 : chunk;
   const reader<In> in(p, bh / p.heads, bh % p.heads);
@@ -621,13 +627,14 @@ __device__ __forceinline__ void fetch_chunk_operands(const workspace_views& ws, 
   __pipeline_commit();
 }
 
-template <class In, int BV, int Stages>
+template <class In, int KD, int VD, int BV, int Stages>
 __global__ void __launch_bounds__(threads)
     delta_rule_state_kernel(const delta_rule_problem p, const workspace_views ws, const int chunks) {
   extern __shared__ __align__(128) unsigned char smem[];
   using layout = state_shared<BV, Stages>;
   constexpr int ldv = layout::ldv, ldv32 = layout::ldv32;
-  const int K = p.key_dim, V = p.value_dim, tid = threadIdx.x, blocks_v = V / BV, ldk = K + pad_bf16;
+  const int K = known_or(KD, p.key_dim), V = known_or(VD, p.value_dim), tid = threadIdx.x, blocks_v = V / BV,
+            ldk = K + pad_bf16;
   const long long b = blockIdx.x / (p.heads * blocks_v), h = (blockIdx.x / blocks_v) % p.heads;
   const int v0 = static_cast<int>(blockIdx.x % blocks_v) * BV;
   const reader<In> in(p, b, h);
@@ -763,11 +770,13 @@ __device__ __forceinline__ void fetch_matrix(bf16_t* to, int ld_to, const bf16_t
   }
 }
 
-template <class In>
+template <class In, int KD, int VD>
 __global__ void __launch_bounds__(threads)
-    delta_rule_output_kernel(const delta_rule_problem p, const workspace_views ws, const int chunks, const int BV) {
+    delta_rule_output_kernel(const delta_rule_problem p, const workspace_views ws, const int chunks,
+                             const int value_block) {
   extern __shared__ __align__(128) unsigned char smem[];
-  const int K = p.key_dim, V = p.value_dim, tid = threadIdx.x, blocks_v = V / BV;
+  const int BV = known_or(VD < output_value_block ? VD : output_value_block, value_block);
+  const int K = known_or(KD, p.key_dim), V = known_or(VD, p.value_dim), tid = threadIdx.x, blocks_v = V / BV;
   const int ldk = K + pad_bf16, ldv = BV + pad_bf16, ldo = BV + pad_f32;
   const long long hc = blockIdx.x / blocks_v, bh = hc / chunks;
   const int v0 = static_cast<int>(blockIdx.x % blocks_v) * BV;
@@ -814,46 +823,59 @@ void allow_shared(Kernel kernel, int bytes, const char* name) {
   check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), name);
 }
 
-template <class In, int BV, int Stages>
+template <class In, int KD, int VD, int BV, int Stages>
 void launch_state(const delta_rule_problem& p, const workspace_views& ws, int chunks, cudaStream_t stream) {
   const state_shared<BV, Stages> L(p.key_dim);
-  allow_shared(delta_rule_state_kernel<In, BV, Stages>, L.total, "cudaFuncSetAttribute(delta_rule_state_kernel)");
+  const auto kernel = delta_rule_state_kernel<In, KD, VD, BV, Stages>;
+  allow_shared(kernel, L.total, "cudaFuncSetAttribute(delta_rule_state_kernel)");
   const long long blocks = static_cast<long long>(p.batch) * p.heads * (p.value_dim / BV);
-  delta_rule_state_kernel<In, BV, Stages><<<static_cast<unsigned>(blocks), threads, L.total, stream>>>(p, ws, chunks);
+  kernel<<<static_cast<unsigned>(blocks), threads, L.total, stream>>>(p, ws, chunks);
   check_cuda(cudaGetLastError(), "delta_rule_state_kernel launch");
 }
 
-template <class In>
+template <class In, int KD, int VD>
 void launch_prepare(const delta_rule_problem& p, const workspace_views& ws, int chunks, cudaStream_t stream) {
   if (chunks == 0) return;
   const prepare_shared L(p.key_dim);
-  allow_shared(delta_rule_prepare_kernel<In>, L.total, "cudaFuncSetAttribute(delta_rule_prepare_kernel)");
+  const auto kernel = delta_rule_prepare_kernel<In, KD, VD>;
+  allow_shared(kernel, L.total, "cudaFuncSetAttribute(delta_rule_prepare_kernel)");
   const long long blocks = static_cast<long long>(p.batch) * p.heads * chunks;
-  delta_rule_prepare_kernel<In><<<static_cast<unsigned>(blocks), prepare_threads, L.total, stream>>>(p, ws, chunks);
+  kernel<<<static_cast<unsigned>(blocks), prepare_threads, L.total, stream>>>(p, ws, chunks);
   check_cuda(cudaGetLastError(), "delta_rule_prepare_kernel launch");
 }
 
-template <class In>
+template <class In, int KD, int VD>
 void launch_output(const delta_rule_problem& p, const workspace_views& ws, int chunks, cudaStream_t stream) {
   if (chunks == 0) return;
   const int V = p.value_dim, BV = V < output_value_block ? V : output_value_block;
   const int bytes = output_shared(p.key_dim, BV).total;
-  allow_shared(delta_rule_output_kernel<In>, bytes, "cudaFuncSetAttribute(delta_rule_output_kernel)");
+  const auto kernel = delta_rule_output_kernel<In, KD, VD>;
+  allow_shared(kernel, bytes, "cudaFuncSetAttribute(delta_rule_output_kernel)");
   const long long blocks = static_cast<long long>(p.batch) * p.heads * chunks * (V / BV);
-  delta_rule_output_kernel<In><<<static_cast<unsigned>(blocks), threads, bytes, stream>>>(p, ws, chunks, BV);
+  kernel<<<static_cast<unsigned>(blocks), threads, bytes, stream>>>(p, ws, chunks, BV);
   check_cuda(cudaGetLastError(), "delta_rule_output_kernel launch");
 }
 
-/// The launches in `which` (all three by default), in order.
-template <class In>
-void launch(const delta_rule_problem& p, void* workspace, const bool (&which)[3]) {
+/// The launches in `which` (all three by default), in order, compiled for K and V (0: any).
+template <class In, int KD, int VD>
+void launch_sized(const delta_rule_problem& p, void* workspace, const bool (&which)[3]) {
   const workspace_layout layout(p);
   const workspace_views ws(layout, workspace);
   const auto stream = static_cast<cudaStream_t>(p.stream);
   const int chunks = static_cast<int>(layout.chunks);
-  if (which[0]) launch_prepare<In>(p, ws, chunks, stream);
-  if (which[1]) launch_state<In, state_value_block, state_stages>(p, ws, chunks, stream);
-  if (which[2]) launch_output<In>(p, ws, chunks, stream);
+  if (which[0]) launch_prepare<In, KD, VD>(p, ws, chunks, stream);
+  if (which[1]) launch_state<In, KD, VD, state_value_block, state_stages>(p, ws, chunks, stream);
+  if (which[2]) launch_output<In, KD, VD>(p, ws, chunks, stream);
+}
+
+/// The kernels compiled for K = V = 128 (fla's production size) where they apply, else for any size:
+/// the same operations in the same order, so the same bits.
+template <class In>
+void launch(const delta_rule_problem& p, void* workspace, const bool (&which)[3]) {
+  if (p.key_dim == 128 && p.value_dim == 128)
+    launch_sized<In, 128, 128>(p, workspace, which);
+  else
+    launch_sized<In, 0, 0>(p, workspace, which);
 }
 
 void launch_dtype(const delta_rule_problem& p, void* workspace, const bool (&which)[3]) {
