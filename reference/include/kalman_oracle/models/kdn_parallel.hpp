@@ -16,8 +16,8 @@
 //
 // Over exact arithmetic this equals the sequential references (diagonal.hpp, isotropic.hpp) for
 // every schedule, chunk size and rescale mode of the scan, every memory chunk size and both memory
-// associations (the WY form is exact algebra); properties/models_kdn_exact.cpp checks it exactly over rationals, and
-// properties/models_kdn_mpfr.cpp within a derived rounding bound in MPFR
+// associations (the WY form is exact algebra); properties/models_kdn_exact.cpp checks it exactly
+// over rationals, and properties/models_kdn_mpfr.cpp within a derived rounding bound in MPFR
 // (docs/kdn-parallel-rounding.md).
 //
 // The code here shares input checks with the sequential references but none of their arithmetic:
