@@ -117,15 +117,16 @@ isotropic_kdn_inputs<R> gen_iso_inputs(const kdn_sizes& s, bool broadcast) {
 
 /// Schedule (chunked most of the time: the kernels' schedule), chunk size and rescale mode of the
 /// covariance scan, and the memory's chunk size and (isotropic model) association.
-kdn_scan_options gen_scan(std::size_t tokens, bool isotropic) {
+kdn_scan_options gen_scan(std::size_t tokens, detail::kdn_gain_shape gain) {
   const scan_schedule schedule = *rc::gen::weightedOneOf<scan_schedule>(
       {{4, rc::gen::just(scan_schedule::chunked)}, {1, rc::gen::elementOf(all_scan_schedules)}});
   const std::size_t scan_chunk = *kt::gen_chunk_size(tokens);
   const rescale_mode rescale =
       *rc::gen::element(rescale_mode::none, rescale_mode::trace, rescale_mode::max_entry, rescale_mode::power_of_two);
   const kdn_memory_association association =
-      isotropic ? *rc::gen::element(kdn_memory_association::two_key, kdn_memory_association::beta_form)
-                : kdn_memory_association::two_key;
+      gain == detail::kdn_gain_shape::multiple_of_key
+          ? *rc::gen::element(kdn_memory_association::two_key, kdn_memory_association::beta_form)
+          : kdn_memory_association::two_key;
   return {schedule, scan_chunk, rescale, *kt::gen_chunk_size(tokens), association};
 }
 
@@ -229,7 +230,7 @@ TEST_SUITE("kdn") {
     check_property("diag_kdn_parallel_equals_sequential", [] {
       const kdn_sizes s = gen_sizes(1, 6);
       const auto in = gen_diag_inputs(s, true);
-      const kdn_scan_options scan = gen_scan(s.tokens, false);
+      const kdn_scan_options scan = gen_scan(s.tokens, detail::kdn_gain_shape::general);
       assert_same(diagonal_kdn_parallel(in, scan, {1, true}), diagonal_kdn_forward(in, {1, true}));
     });
   }
@@ -238,7 +239,7 @@ TEST_SUITE("kdn") {
     check_property("iso_kdn_parallel_equals_sequential", [] {
       const kdn_sizes s = gen_sizes(1, 6);
       const auto in = gen_iso_inputs(s, true);
-      const kdn_scan_options scan = gen_scan(s.tokens, true);
+      const kdn_scan_options scan = gen_scan(s.tokens, detail::kdn_gain_shape::multiple_of_key);
       assert_same(isotropic_kdn_parallel(in, scan, {1, true}), isotropic_kdn_forward(in, {1, true}));
     });
   }

@@ -36,18 +36,20 @@ def main(fixture_path, output_path):
     g, beta, initial = x.get("g"), x.get("beta"), x.get("initial_state")
     cu = fx.inputs.get("cu_seqlens")
     bounds = [(int(cu[n]), int(cu[n + 1])) for n in range(len(cu) - 1)] if cu is not None else [(0, T)]
-    os_, finals = [], []
+    outputs, finals = [], []
     for n, (t0, t1) in enumerate(bounds):
         def tokens(t):
             return None if t is None else t.expand((B, T) + tuple(t.shape[2:]))[:, t0:t1]
         prior = None
         if initial is not None:
             prior = initial[n:n + 1] if cu is not None and initial.shape[0] > 1 else initial
-        o, final_state = delta_rule(fx.model, q[:, t0:t1], k[:, t0:t1], v[:, t0:t1], tokens(g), tokens(beta),
+        # Every per-token input through tokens(): a fixture may store any of them broadcast along B or
+        # T, as kalman-oracle-gpu's reader (run_delta_rule.cpp) accepts.
+        o, final_state = delta_rule(fx.model, tokens(q), tokens(k), tokens(v), tokens(g), tokens(beta),
                                     initial_state=prior, output_final_state=True)
-        os_.append(o)
+        outputs.append(o)
         finals.append(final_state)
-    out = {"o": torch.cat(os_, dim=1), "final_state": torch.cat(finals, dim=0)}
+    out = {"o": torch.cat(outputs, dim=1), "final_state": torch.cat(finals, dim=0)}
     safetensors_file.write(output_path, {n: t.cpu().numpy() for n, t in out.items()})
 
 

@@ -42,11 +42,10 @@ std::vector<at::Tensor> forward(const at::Tensor& q, const at::Tensor& k, const 
   const bool gated = model != "delta_net", per_head = model == "gated_delta_net", erases = model != "gla";
   TORCH_CHECK(g.has_value() == gated, op, ": ", model, gated ? " needs" : " takes no", " log gates g");
   TORCH_CHECK(beta.has_value() == erases, op, ": ", model, erases ? " needs" : " takes no", " beta");
-  for (const at::Tensor* x : {&q, &v})
-    TORCH_CHECK(x->scalar_type() == k.scalar_type(), op, ": every input must have k's dtype ", k.scalar_type());
-  for (const auto* x : {&g, &beta, &initial_state})
-    if (x->has_value())
-      TORCH_CHECK((*x)->scalar_type() == k.scalar_type(), op, ": every input must have k's dtype ", k.scalar_type());
+  using gpu::torch_ops::input;
+  gpu::torch_ops::require_same_device_and_dtype({input("k", k), input("q", q), input("v", v), input("g", g),
+                                                 input("beta", beta), input("initial_state", initial_state)},
+                                                op);
   TORCH_CHECK(scale > 0, op, ": scale must be > 0, got ", scale);
 
   const c10::cuda::CUDAGuard guard(k.device());

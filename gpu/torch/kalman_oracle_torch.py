@@ -19,7 +19,8 @@ fla). The kernels compute in the bf16-tc tier: bfloat16 matrix-product operands,
 accumulation.
 
 Each extension is compiled on first use from its op's .cpp and gpu/src with torch.utils.cpp_extension
-(nvcc and ninja needed; $KALMAN_ORACLE_TORCH_BUILD sets the build directory).
+(nvcc and ninja needed; $KALMAN_ORACLE_TORCH_BUILD, when set, is the parent of one build directory
+per extension).
 """
 import os
 from typing import Optional, Tuple
@@ -157,6 +158,8 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
     return delta_rule("kda", q, k, v, g, beta, scale, initial_state, output_final_state)
 
 
-def chunk_gla(q, k, v, g, scale=None, initial_state=None, output_final_state=False):
-    """GLA, g [B, T, HV, K] log gates (fla's chunk_gla)."""
+def chunk_gla(q, k, v, g, *, scale=None, initial_state=None, output_final_state=False):
+    """GLA, g [B, T, HV, K] log gates (fla's chunk_gla). The arguments after g are keyword-only: fla's
+    fifth positional argument is g_cumsum, which this op does not take, so a positional call ported
+    from fla is refused instead of reading g_cumsum as the scale."""
     return delta_rule("gla", q, k, v, g, None, scale, initial_state, output_final_state)

@@ -40,10 +40,11 @@ sizes check_inputs(const at::Tensor& v, const at::Tensor& Lambda, const at::Tens
   TORCH_CHECK(v.dim() == 3 && v.size(0) == k.size(0) && v.size(1) == k.size(1),
               "kla: v must be [B, T, M] with B, T of k, got ", v.sizes());
   TORCH_CHECK(q.sizes() == k.sizes(), "kla: q must have k's shape ", k.sizes(), ", got ", q.sizes());
-  for (const at::Tensor* x : {&v, &Lambda, &k, &q, &a_bar, &p_bar})
-    TORCH_CHECK(x->scalar_type() == k.scalar_type(), "kla: every input must have k's dtype ", k.scalar_type());
-  for (const auto* x : {&lambda_0, &eta_0})
-    if (x->has_value()) TORCH_CHECK((*x)->scalar_type() == k.scalar_type(), "kla: priors must have k's dtype");
+  using gpu::torch_ops::input;
+  gpu::torch_ops::require_same_device_and_dtype(
+      {input("k", k), input("v", v), input("Lambda", Lambda), input("q", q), input("a_bar", a_bar),
+       input("p_bar", p_bar), input("lambda_0", lambda_0), input("eta_0", eta_0)},
+      "kla");
   return {k.size(0), k.size(1), v.size(2), k.size(2)};
 }
 

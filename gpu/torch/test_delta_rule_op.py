@@ -5,8 +5,10 @@
 2. broadcast inputs (β [B, T, 1] expanded by strides, an initial state [1, HV, K, V]) give the bits of
    their materialised copies;
 3. the op on a side stream gives the bits it gives on the default stream;
-4. fla's names (chunk_kda, ...) are delta_rule with the model named, the final state only when asked
-   for, and bad input is refused with a message naming the input.
+4. fla's names (chunk_kda, chunk_gated_delta_rule, chunk_gla, chunk_delta_rule) give the bits of
+   delta_rule with the model named, the final state only when asked for;
+5. the kernels compiled for K = V = 128 keep 1.'s law and give finite outputs;
+6. bad input is refused with a message naming the input and the rule (dtype, device, sizes).
 Exit status 1 on any failure.
 """
 import os
@@ -71,15 +73,42 @@ o_r, s_r = run("kda", x)
 expect(same(o_a, o_r) and same(s_a, s_r), "chunk_kda is delta_rule('kda', ...)")
 o_n, none = chunk_delta_rule(x["q"], x["k"], x["v"], x["beta"])
 expect(none is None and o_n.shape == x["v"].shape, "chunk_delta_rule: no final state unless asked for")
-o_g, _ = chunk_gated_delta_rule(x["q"], x["k"], x["v"], x["g_head"], x["beta"])
-o_l, _ = chunk_gla(x["q"], x["k"], x["v"], x["g_channel"])
-expect(o_g.dtype == torch.float32 and o_l.dtype == torch.float32, "outputs are float32")
+for name, call, model, g in (
+        ("chunk_gated_delta_rule", chunk_gated_delta_rule, "gated_delta_net", x["g_head"]),
+        ("chunk_gla", None, "gla", x["g_channel"]),
+        ("chunk_delta_rule", None, "delta_net", None)):
+    beta = None if model == "gla" else x["beta"]
+    if model == "gla":
+        o_w, s_w = chunk_gla(x["q"], x["k"], x["v"], g, initial_state=x["initial_state"], output_final_state=True)
+    elif model == "delta_net":
+        o_w, s_w = chunk_delta_rule(x["q"], x["k"], x["v"], beta, initial_state=x["initial_state"],
+                                    output_final_state=True)
+    else:
+        o_w, s_w = call(x["q"], x["k"], x["v"], g, beta, initial_state=x["initial_state"], output_final_state=True)
+    o_r, s_r = run(model, x)
+    expect(same(o_w, o_r) and same(s_w, s_r), f"{name} is delta_rule('{model}', ...)")
+
+# fla's production head size K = V = 128, for which the kernels are compiled apart (index divisions as
+# shifts): the law of 1. holds there too, and every output is finite. (Their values are the conform
+# runner's business: the golden gdn and kdn_isotropic fixtures have K = V = 128.)
+x128 = inputs(B=1, T=200, H=1, HV=2, K=128, V=128, seed=3)
+for model in ("gla", "delta_net", "gated_delta_net", "kda"):
+    o32, s32 = run(model, {n: t.to(torch.bfloat16).float() for n, t in x128.items()})
+    o16, s16 = run(model, x128, torch.bfloat16)
+    expect(same(o32, o16) and same(s32, s16), f"{model} K = V = 128: bfloat16 inputs give their float32 copies' bits")
+    expect(bool(torch.isfinite(o16).all() and torch.isfinite(s16).all()), f"{model} K = V = 128: every output finite")
+
 for what, call in (("beta", lambda: delta_rule("kda", x["q"], x["k"], x["v"], x["g_channel"], None)),
                    # K = 80 is five whole tiles (taken); 72 is not.
                    ("K = 72", lambda: chunk_delta_rule(torch.zeros(1, 8, 1, 72, device="cuda"),
                                                        torch.zeros(1, 8, 1, 72, device="cuda"),
                                                        torch.zeros(1, 8, 1, 16, device="cuda"),
-                                                       torch.zeros(1, 8, 1, device="cuda")))):
+                                                       torch.zeros(1, 8, 1, device="cuda"))),
+                   # The input that breaks the rule is named: a dtype, a device.
+                   ("beta has dtype", lambda: chunk_delta_rule(x["q"], x["k"], x["v"], x["beta"].half())),
+                   ("v is on cpu", lambda: chunk_delta_rule(x["q"], x["k"], x["v"].cpu(), x["beta"])),
+                   ("k is on cpu", lambda: chunk_delta_rule(x["q"].cpu(), x["k"].cpu(), x["v"].cpu(),
+                                                            x["beta"].cpu()))):
     try:
         call()
         expect(False, f"bad input ({what}) refused")

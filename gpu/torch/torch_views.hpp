@@ -4,6 +4,9 @@
 
 #include <torch/extension.h>
 
+#include <initializer_list>
+#include <optional>
+
 #include "kalman_oracle/gpu/input_element.cuh"
 #include "kalman_oracle/gpu/strided_input.cuh"
 
@@ -16,6 +19,35 @@ inline input_dtype dtype_of(const at::Tensor& x, const char* op) {
     case at::kBFloat16: return input_dtype::bf16;
     case at::kHalf: return input_dtype::f16;
     default: TORCH_CHECK(false, op, ": inputs must be float32, bfloat16 or float16, got ", x.scalar_type());
+  }
+}
+
+/// An input by name; `tensor` null where an optional input is absent.
+struct named_input {
+  const char* name;
+  const at::Tensor* tensor;
+};
+
+inline named_input input(const char* name, const at::Tensor& x) { return {name, &x}; }
+inline named_input input(const char* name, const std::optional<at::Tensor>& x) {
+  return {name, x.has_value() ? &*x : nullptr};
+}
+
+/// Every present input is a CUDA tensor on `first`'s device with `first`'s dtype (the first input is
+/// the reference); the error names the tensor and the rule it breaks. Checked before a device guard is
+/// taken (a guard on a CPU device is PyTorch's internal assertion, not a message) and before any
+/// pointer reaches a kernel (a tensor on another GPU is a foreign pointer there).
+inline void require_same_device_and_dtype(std::initializer_list<named_input> inputs, const char* op) {
+  const named_input& first = *inputs.begin();
+  TORCH_CHECK(first.tensor->is_cuda(), op, ": ", first.name, " is on ", first.tensor->device(),
+              "; rule: inputs must be CUDA tensors");
+  for (const named_input& x : inputs) {
+    if (x.tensor == nullptr) continue;
+    TORCH_CHECK(x.tensor->device() == first.tensor->device(), op, ": ", x.name, " is on ", x.tensor->device(),
+                "; rule: every input must be on ", first.name, "'s device ", first.tensor->device());
+    TORCH_CHECK(x.tensor->scalar_type() == first.tensor->scalar_type(), op, ": ", x.name, " has dtype ",
+                x.tensor->scalar_type(), "; rule: every input must have ", first.name, "'s dtype ",
+                first.tensor->scalar_type());
   }
 }
 

@@ -17,8 +17,9 @@
 // Over exact arithmetic this equals the sequential references (diagonal.hpp, isotropic.hpp) for
 // every schedule, chunk size and rescale mode of the scan, every memory chunk size and both memory
 // associations (the WY form is exact algebra); properties/models_kdn_exact.cpp checks it exactly
-// over rationals, and properties/models_kdn_mpfr.cpp within a derived rounding bound in MPFR
-// (docs/kdn-parallel-rounding.md).
+// over rationals (both associations), and properties/models_kdn_mpfr.cpp within a derived rounding
+// bound in MPFR (docs/kdn-parallel-rounding.md; the two-key association only: the bound is derived
+// for it, and the β-form's rounding is sampled by the typical tier instead).
 //
 // The code here shares input checks with the sequential references but none of their arithmetic:
 // the planted bugs of diagonal.hpp and isotropic.hpp (kdn_gain_after_write, kdn_mu_before_gain,
@@ -130,12 +131,16 @@ void kdn_parallel_memory(const Inputs& inputs, tensor<T> gain, const T& tau, con
   out.final_state = std::move(memory.final_state);
 }
 
-/// memory_chunk_size >= 1, and the β-form only where the gain is β_t k_t (`isotropic`), checked with
-/// the inputs, before any arithmetic.
-inline void require_memory_chunk(const kdn_scan_options& scan, bool isotropic) {
+/// What a KDN's gain is: a general vector (the diagonal model: P̂_t k_t / (r_t + k_tᵀ P̂_t k_t)) or a
+/// multiple of the key (the isotropic model: β_t k_t), which alone admits the β-form association.
+enum class kdn_gain_shape { general, multiple_of_key };
+
+/// The memory's scan options for a model whose gain has shape `gain`: memory_chunk_size >= 1, and the
+/// β-form only for a multiple of the key; checked with the inputs, before any arithmetic.
+inline void require_memory_options(const kdn_scan_options& scan, kdn_gain_shape gain) {
   if (scan.memory_chunk_size == 0)
     throw input_error("memory_chunk_size: 0; rule: a chunk of the memory needs at least one token");
-  if (!isotropic && scan.memory_association == kdn_memory_association::beta_form)
+  if (gain == kdn_gain_shape::general && scan.memory_association == kdn_memory_association::beta_form)
     throw input_error(
         "memory_association: beta_form; rule: the diagonal KDN's gain P̂_t k_t / (r_t + k_tᵀ P̂_t k_t) is not a "
         "multiple of k_t, only the isotropic model has the β-form");
@@ -159,7 +164,7 @@ template <class T>
 diagonal_kdn_outputs<T> diagonal_kdn_parallel(const diagonal_kdn_inputs<T>& inputs, const kdn_scan_options& scan = {},
                                               const run_options& options = {}) {
   const detail::diagonal_kdn_problem<T> pb(inputs);
-  detail::require_memory_chunk(scan, false);
+  detail::require_memory_options(scan, detail::kdn_gain_shape::general);
   const detail::kdn_dims& d = pb.dims;
   const std::size_t N = d.tokens, K = d.key_dim;
   diagonal_kdn_outputs<T> out = detail::diagonal_kdn_allocate<T>(d, options.internals);
@@ -232,7 +237,7 @@ template <class T>
 isotropic_kdn_outputs<T> isotropic_kdn_parallel(const isotropic_kdn_inputs<T>& inputs,
                                                 const kdn_scan_options& scan = {}, const run_options& options = {}) {
   const detail::isotropic_kdn_problem<T> pb(inputs);
-  detail::require_memory_chunk(scan, true);
+  detail::require_memory_options(scan, detail::kdn_gain_shape::multiple_of_key);
   const detail::kdn_dims& d = pb.dims;
   const std::size_t N = d.tokens, K = d.key_dim;
   isotropic_kdn_outputs<T> out = detail::isotropic_kdn_allocate<T>(d, options.internals);
