@@ -9,26 +9,30 @@
 //      bf(W) = bf(𝒯X) and 𝒯Y, bf(Γτq), P = bf(scores), the carry's keys and decay, all to the workspace;
 //   2. state (one block a (batch row, value head, block of value columns), the chunks in order): from
 //      the chunk-start state S, Ũ = 𝒯Y − bf(W) bf(S) and the carry S' = Γ_last ⊙ S + (keys)ᵀ bf(Ũ),
-//      writing bf(S) and bf(Ũ) of each chunk to the workspace, each warp its own rows (two barriers a
-//      chunk; the next chunk's operands arrive by cp.async while this one computes);
+//      writing bf(S) and bf(Ũ) of each chunk to the workspace; each warp holds its 16 value columns of
+//      the state in registers, transposed, and computes both products there with mma.sync (one
+//      barrier a chunk; the next chunk's operands arrive by cp.async while this one computes);
 //   3. output (one block a (batch row, value head, chunk, block of value columns)):
 //      o = bf(Γτq) bf(S) + P bf(Ũ), every operand read from the workspace.
 // Every quantity is the twin's (twin/delta_rule_chunked_twin.hpp), rounded at the twin's points: the
 // workspace holds binary32 where the twin keeps binary32 (𝒯Y, the decays) and bfloat16 only for what
-// the twin rounds to bfloat16 (tensor-core operands). Every matrix product is WMMA 16 x 16 x 16 with
-// bfloat16 operands and binary32 accumulators, whose order of accumulation is the tensor cores' (not
-// specified): kernel and twin agree to a bound, not bit for bit. No atomics: run to run bit-identical.
+// the twin rounds to bfloat16 (tensor-core operands). Every matrix product is a tensor-core product
+// with bfloat16 operands and binary32 accumulators (WMMA 16 x 16 x 16; mma.sync m16n8k16 in the state
+// launch), in steps of 16 along the sum, whose order of accumulation inside a step is the tensor cores'
+// (not specified): kernel and twin agree to a bound, not bit for bit. No atomics: run to run bit-identical.
 #include <cuda_bf16.h>
 #include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 #include <mma.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda_check.hpp"
 #include "device_arena.hpp"
 #include "kalman_oracle/gpu/delta_rule_chunked.hpp"
 #include "kalman_oracle/gpu/models/delta_rule_chunk.cuh"
+#include "kalman_oracle/gpu/warp_mma.cuh"
 
 namespace kalman_oracle::gpu {
 
@@ -40,7 +44,17 @@ constexpr int chunk = delta_rule_chunk_tokens;  // C
 constexpr int warps = 4, threads = 32 * warps;
 /// Value columns per block: of the output launch (at most), and of the state launch (16: more blocks,
 /// two an SM, for the one launch that walks the chunks in order).
-constexpr int output_value_block = delta_rule_value_block, state_value_block = 16;
+constexpr int output_value_block = delta_rule_value_block;
+/// Warps of a state-launch block, 16 value columns each (docs/kernels.md has the shapes measured).
+/// and the warps that only copy its operands (0: the computing warps copy).
+#ifndef KALMAN_ORACLE_DELTA_RULE_STATE_WARPS
+constexpr int state_warps = 2, state_producer_warps = 2;
+#else
+constexpr int state_warps = KALMAN_ORACLE_DELTA_RULE_STATE_WARPS,
+              state_producer_warps = KALMAN_ORACLE_DELTA_RULE_STATE_PRODUCERS;
+#endif
+/// The value columns of an output-launch block (and of the prepare launch's 𝒯Y blocks) for V columns.
+__host__ __device__ constexpr int output_block_of(int V) { return V < output_value_block ? V : output_value_block; }
 /// Chunks whose operands the state launch holds in shared memory at once: this one and the ones in flight
 /// by cp.async.
 constexpr int state_stages = 2;
@@ -49,7 +63,7 @@ using bf16_t = std::uint16_t;  // a bfloat16 operand's bits
 
 /// A size known at compile time (known > 0) or else the run-time one: the kernels are compiled once for
 /// fla's production sizes K = V = 128, where every index division by K, V or the value block folds into
-/// shifts (docs/kernels.md: 0.44 -> 0.31 ms for the output launch), and once for any size.
+/// shifts (docs/kernels.md has the measured gain), and once for any size.
 __host__ __device__ constexpr int known_or(int known, int run_time) { return known > 0 ? known : run_time; }
 
 /// x rounded to bfloat16 (nearest, ties to even), by the hardware's conversion (one instruction): for
@@ -58,17 +72,7 @@ __host__ __device__ constexpr int known_or(int known, int run_time) { return kno
 __device__ __forceinline__ bf16_t bf16_bits_of(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
 
 /// Two numbers rounded as bf16_bits_of, packed: lo in the low half (the lower address).
-__device__ __forceinline__ std::uint32_t bf16x2_bits_of(float lo, float hi) {
-  const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
-  std::uint32_t bits;
-  __builtin_memcpy(&bits, &pair, sizeof(bits));
-  return bits;
-}
-
-/// Four numbers rounded as bf16_bits_of, packed into 8 bytes (one vector store).
-__device__ __forceinline__ uint2 bf16x4_bits_of(const float4& x) {
-  return make_uint2(bf16x2_bits_of(x.x, x.y), bf16x2_bits_of(x.z, x.w));
-}
+using warp_mma::bf16_pair;
 
 __device__ __forceinline__ const __nv_bfloat16* as_bf16(const bf16_t* x) {
   return reinterpret_cast<const __nv_bfloat16*>(x);
@@ -233,7 +237,8 @@ constexpr int ld_scores = chunk + pad_f32, ld_inverse = chunk + pad_bf16;
 /// past the chunk's last token are zero:
 ///   W [C, K] bf16: bf(𝒯X);  TY [C, V] binary32: 𝒯Y (GLA: v);  carry_keys [C, K] bf16:
 ///   bf(w ⊙ Γ_last Γ⁻¹);  last [K] binary32: Γ_last;  Q [C, K] bf16: bf(Γτq);  P [C, C] bf16: the
-///   scores bf((Γτq)(Γ⁻¹w)ᵀ), causal;  U [C, V] bf16: bf(Ũ);  S [K, V] bf16: bf(chunk-start S).
+///   scores bf((Γτq)(Γ⁻¹w)ᵀ), causal;  U [V, C] bf16: bf(Ũ)ᵀ;  S [V, K] bf16: bf(chunk-start S)ᵀ
+///   (transposed: the state launch holds Sᵀ and Ũᵀ in registers, and stores them as it holds them).
 struct workspace_layout {
   long long chunks = 0, W = 0, TY = 0, carry_keys = 0, last = 0, Q = 0, P = 0, U = 0, S = 0, total = 0;
   explicit workspace_layout(const delta_rule_problem& p) {
@@ -341,8 +346,8 @@ __device__ __forceinline__ void unit_lower_inverse_column(const float* A, int j,
 
 /// Eight numbers rounded to bfloat16 (bf16_bits_of, two a conversion) in one vector store.
 __device__ __forceinline__ void store_eight(bf16_t* to, const float (&x)[8]) {
-  *reinterpret_cast<uint4*>(to) = make_uint4(bf16x2_bits_of(x[0], x[1]), bf16x2_bits_of(x[2], x[3]),
-                                             bf16x2_bits_of(x[4], x[5]), bf16x2_bits_of(x[6], x[7]));
+  *reinterpret_cast<uint4*>(to) =
+      make_uint4(bf16_pair(x[0], x[1]), bf16_pair(x[2], x[3]), bf16_pair(x[4], x[5]), bf16_pair(x[6], x[7]));
 }
 
 /// Shared memory of the prepare launch (bytes) for key size K.
@@ -523,7 +528,7 @@ __global__ void __launch_bounds__(prepare_threads, 2)
   // left); meanwhile warps 2-7 bring X back from the workspace into Γk's place (the block's own writes,
   // visible after the barrier above) and Y's first value columns, and its second block of value columns
   // into bf(Γτq)'s place where that has room (K >= BV; bf(Γτq) is in the workspace already).
-  const int BV = V < output_value_block ? V : output_value_block, ldu = BV + pad_bf16;
+  const int BV = output_block_of(V), ldu = BV + pad_bf16;
   const auto fill_values = [&](bf16_t* to, int v0, int first, int stride) {
     const int value_groups = BV / 8;
     for (int x = first; x < chunk * value_groups; x += stride) {
@@ -582,92 +587,126 @@ __global__ void __launch_bounds__(prepare_threads, 2)
   }
 }
 
-/// Shared memory of the state launch (bytes) for key size K and BV value columns: the state, its
-/// bfloat16 copy, the operands of Stages chunks (this chunk's and the next ones', arriving by cp.async),
-/// scratch, bf(Ũ).
-template <int BV, int Stages>
+/// Shared memory of the state launch (bytes) for key size K and blocks of Warps warps (16 value columns
+/// a warp): the operands of Stages chunks (this chunk's and the next ones', arriving by cp.async). The
+/// state itself is in registers.
+template <int Warps, int Stages>
 struct state_shared {
-  static constexpr int ldv = BV + pad_bf16, ldv32 = BV + pad_f32;
-  int S, Sb, W, keys, TY, last, scratch, Ub, total;
+  static constexpr int value_columns = 16 * Warps, ld_ty = value_columns + pad_f32;
+  int W, keys, TY, last, total;
   __host__ __device__ explicit state_shared(int K) {
     carver<128> c;
-    S = c.take(K * BV * 4);
-    Sb = c.take(K * ldv * 2);
     W = c.take(Stages * chunk * (K + pad_bf16) * 2);
     keys = c.take(Stages * chunk * (K + pad_bf16) * 2);
-    TY = c.take(Stages * chunk * ldv32 * 4);
+    TY = c.take(Stages * chunk * ld_ty * 4);
     last = c.take(Stages * K * 4);
-    scratch = c.take((K > chunk ? K : chunk) * ldv32 * 4);
-    Ub = c.take(chunk * ldv * 2);
     total = c.at;
   }
 };
 
-/// Starts copying chunk hc's operands (bf(W), the carry's keys: C x K; 𝒯Y's columns v0..v0+BV; the
-/// decay Γ_last: K) into one buffer of the state launch's shared memory, 16 bytes a copy.
-template <int BV>
+/// Starts copying chunk hc's operands (bf(W), the carry's keys: C x K; 𝒯Y's columns v0 … v0 + BV − 1
+/// below V, rows of ld_ty floats; the decay Γ_last: K) into one buffer of the state launch's shared
+/// memory, 16 bytes a copy, the copying threads first, first + Stride, … in turn.
+template <int Stride, int BV, int ld_ty>
 __device__ __forceinline__ void fetch_chunk_operands(const workspace_views& ws, long long hc, int K, int V, int v0,
-                                                     bf16_t* W, bf16_t* keys, float* TY, float* last) {
+                                                     int first, bf16_t* W, bf16_t* keys, float* TY, float* last) {
   const int ldk = K + pad_bf16, row_copies = K / 8;  // 8 bfloat16 a copy
   const bf16_t* W_in = ws.W + hc * chunk * K;
   const bf16_t* keys_in = ws.carry_keys + hc * chunk * K;
-  for (int x = threadIdx.x; x < chunk * row_copies; x += threads) {
+  for (int x = first; x < chunk * row_copies; x += Stride) {
     const int t = x / row_copies, part = x % row_copies;
     __pipeline_memcpy_async(W + t * ldk + part * 8, W_in + t * K + part * 8, 16);
     __pipeline_memcpy_async(keys + t * ldk + part * 8, keys_in + t * K + part * 8, 16);
   }
   constexpr int ty_copies = BV / 4;  // 4 floats a copy
   const float* TY_in = ws.TY + hc * chunk * V + v0;
-  for (int x = threadIdx.x; x < chunk * ty_copies; x += threads) {
+  for (int x = first; x < chunk * ty_copies; x += Stride) {
     const int t = x / ty_copies, part = x % ty_copies;
-    __pipeline_memcpy_async(TY + t * (BV + pad_f32) + part * 4, TY_in + t * V + part * 4, 16);
+    if (v0 + part * 4 < V) __pipeline_memcpy_async(TY + t * ld_ty + part * 4, TY_in + t * V + part * 4, 16);
   }
-  for (int x = threadIdx.x; x < K / 4; x += threads)
-    __pipeline_memcpy_async(last + x * 4, ws.last + hc * K + x * 4, 16);
+  for (int x = first; x < K / 4; x += Stride) __pipeline_memcpy_async(last + x * 4, ws.last + hc * K + x * 4, 16);
   __pipeline_commit();
 }
 
-template <class In, int KD, int VD, int BV, int Stages>
-__global__ void __launch_bounds__(threads)
+/// The state launch: one block a (batch row, value head, 16·Warps value columns), the chunks in order.
+/// Each warp owns 16 value columns j and every key row i of the state, and keeps it transposed, Sᵀ
+/// (16 x K), in registers as binary32 mma accumulators (warp_mma.cuh): tile n holds keys 8n … 8n + 7.
+/// A chunk, all in the warp's registers but for the operands read from shared memory:
+///   Ũᵀ = (𝒯Y)ᵀ − bf(S)ᵀ bf(W)ᵀ   (A = bf(Sᵀ): the state's accumulator pairs rounded; B = bf(W) by
+///                                  ldmatrix: W's rows are Wᵀ's columns),
+///   Sᵀ' = Sᵀ ⊙ Γ_last + bf(Ũ)ᵀ keys   (A = bf(Ũᵀ): Ũᵀ's accumulator pairs rounded; B = keys by
+///                                  ldmatrix.trans),
+/// each product from a zero accumulator and the sums after it in binary32, as the twin: the numbers of
+/// the earlier shared-memory form (S = Γ_last ⊙ S + (keys)ᵀ bf(Ũ) with WMMA) transposed, the same
+/// products summed in the same groups of 16. The workspace gets bf(S)ᵀ and bf(Ũ)ᵀ of each chunk (the
+/// output launch reads them as column-major operands). One barrier a chunk: its operands have arrived,
+/// and every warp is done with the buffer that the next cp.async overwrites. With Producers > 0 the
+/// block has that many more warps, which only copy (warps Warps, Warps + 1, …: other schedulers than
+/// the computing warps'), so that the computing warps issue no copies; with 0 every warp copies.
+template <class In, int KD, int VD, int Warps, int Producers, int Stages>
+__global__ void __launch_bounds__(32 * (Warps + Producers))
     delta_rule_state_kernel(const delta_rule_problem p, const workspace_views ws, const int chunks) {
+  static_assert(Stages >= 2, "the chunk being computed and at least one in flight");
+  using namespace warp_mma;
+  using layout = state_shared<Warps, Stages>;
+  constexpr int BV = layout::value_columns, ld_ty = layout::ld_ty;
+  constexpr int copy_stride = 32 * (Producers > 0 ? Producers : Warps);
+  constexpr int max_tiles = delta_rule_max_key_dim / 8;  // 16 x 8 state tiles along K, at most
   extern __shared__ __align__(128) unsigned char smem[];
-  using layout = state_shared<BV, Stages>;
-  constexpr int ldv = layout::ldv, ldv32 = layout::ldv32;
-  const int K = known_or(KD, p.key_dim), V = known_or(VD, p.value_dim), tid = threadIdx.x, blocks_v = V / BV,
-            ldk = K + pad_bf16;
+  const int K = known_or(KD, p.key_dim), V = known_or(VD, p.value_dim), blocks_v = (V + BV - 1) / BV,
+            ldk = K + pad_bf16, tiles = K / 8;
   const long long b = blockIdx.x / (p.heads * blocks_v), h = (blockIdx.x / blocks_v) % p.heads;
   const int v0 = static_cast<int>(blockIdx.x % blocks_v) * BV;
   const reader<In> in(p, b, h);
   const bool erases = p.rule != delta_rule_kind::gla;
   const layout L(K);
-  float* S = reinterpret_cast<float*>(smem + L.S);
-  bf16_t* Sb = reinterpret_cast<bf16_t*>(smem + L.Sb);
-  float* scratch = reinterpret_cast<float*>(smem + L.scratch);
-  bf16_t* Ub = reinterpret_cast<bf16_t*>(smem + L.Ub);
   const auto W_of = [&](int buffer) { return reinterpret_cast<bf16_t*>(smem + L.W) + buffer * chunk * ldk; };
   const auto keys_of = [&](int buffer) { return reinterpret_cast<bf16_t*>(smem + L.keys) + buffer * chunk * ldk; };
-  const auto TY_of = [&](int buffer) { return reinterpret_cast<float*>(smem + L.TY) + buffer * chunk * ldv32; };
+  const auto TY_of = [&](int buffer) { return reinterpret_cast<float*>(smem + L.TY) + buffer * chunk * ld_ty; };
   const auto last_of = [&](int buffer) { return reinterpret_cast<float*>(smem + L.last) + buffer * K; };
 
-  // Each warp owns rows of the chunk (Ũ) and rows of the state (the carry): row tiles warp, warp + 4, …
-  // Its own rows it computes, rounds and updates without waiting for the others, so that a chunk needs
-  // two barriers: one before Ũ (the chunk's operands have arrived, every row of bf(S) is the chunk
-  // start's) and one before the carry (every row of bf(Ũ) is written).
-  const int warp = tid / 32, lane = tid % 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c2 = lane % 4 * 2;
+  const int j_warp = 16 * warp, j = v0 + j_warp + g;  // the lane's value columns: j and j + 8
+  // A warp past V (V not a multiple of the block's columns) computes nothing but takes part in the
+  // block's copies and barriers; so do the producer warps.
+  const bool active = warp < Warps && v0 + j_warp < V;
+  const bool copies = Producers == 0 || warp >= Warps;
+  const int copy_first = static_cast<int>(threadIdx.x) - (Producers > 0 ? 32 * Warps : 0);
   const long long hc0 = (b * p.heads + h) * chunks;
-  for_each_loaded(
-      tid, K * BV, threads, [&](int x) { return in.initial(x / BV, v0 + x % BV); },
-      [&](int x, float value) {
-        S[x] = value;
-        Sb[(x / BV) * ldv + x % BV] = bf16_bits_of(value);
-        if (chunks > 0) ws.S[hc0 * K * V + (x / BV) * V + v0 + x % BV] = bf16_bits_of(value);
-      });
+
+  // Sᵀ: S[n][0], S[n][1] at (j, i = 8n + c2, +1), S[n][2], S[n][3] at (j + 8, the same i).
+  float S[max_tiles][4];
+#pragma unroll
+  for (int n = 0; n < max_tiles; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      S[n][e] = n < tiles && active ? in.initial(8 * n + c2 + (e & 1), j + (e >> 1) * 8) : 0.0f;
+  // bf(Sᵀ) as A operands: Sb[s] covers keys 16s … 16s + 15 (tiles 2s, 2s + 1). Written to the workspace
+  // for the chunk it starts ([V, K] rows: (j, i) at j·K + i).
+  std::uint32_t Sb[max_tiles / 2][4];
+  const auto round_state = [&](long long hc) {
+    bf16_t* to = active && hc < hc0 + chunks ? ws.S + hc * K * V : nullptr;
+#pragma unroll
+    for (int s = 0; s < max_tiles / 2; ++s) {
+      if (2 * s >= tiles) break;
+      accumulator_pairs_as_a(Sb[s], S[2 * s], S[2 * s + 1]);
+      if (to == nullptr) continue;
+      const int i = 16 * s + c2;
+      *reinterpret_cast<std::uint32_t*>(to + j * K + i) = Sb[s][0];
+      *reinterpret_cast<std::uint32_t*>(to + (j + 8) * K + i) = Sb[s][1];
+      *reinterpret_cast<std::uint32_t*>(to + j * K + i + 8) = Sb[s][2];
+      *reinterpret_cast<std::uint32_t*>(to + (j + 8) * K + i + 8) = Sb[s][3];
+    }
+  };
+  round_state(hc0);
+
   // One cp.async group a chunk (empty past the last), Stages − 1 of them in flight ahead of the chunk
   // being computed.
   const auto fetch = [&](int c) {
     const int buffer = c % Stages;
-    if (c < chunks)
-      fetch_chunk_operands<BV>(ws, hc0 + c, K, V, v0, W_of(buffer), keys_of(buffer), TY_of(buffer), last_of(buffer));
+    if (c < chunks && copies)
+      fetch_chunk_operands<copy_stride, BV, ld_ty>(ws, hc0 + c, K, V, v0, copy_first, W_of(buffer), keys_of(buffer),
+                                                   TY_of(buffer), last_of(buffer));
     else
       __pipeline_commit();
   };
@@ -677,83 +716,91 @@ __global__ void __launch_bounds__(threads)
     const int buffer = c % Stages;
     __pipeline_wait_prior(Stages - 2);
     __syncthreads();
-    // The buffer of chunk c + Stages − 1 was last read by chunk c − 1's carry, which every warp has
-    // finished.
+    // The buffer of chunk c + Stages − 1 was last read in chunk c − 1, which every warp has finished.
     fetch(c + Stages - 1);
+    if (!active) continue;
     const bf16_t* W = W_of(buffer);
     const bf16_t* keys = keys_of(buffer);
-    const float* TY = TY_of(buffer);
+    const float* TY = TY_of(buffer) + j_warp + g;  // (t, the lane's column j) at TY[t·ld_ty]
     const float* last = last_of(buffer);
-    // Ũ = 𝒯Y − bf(W) bf(S) (GLA: v), the warp's rows, into scratch (C x BV), then bf(Ũ) to Ub and the
-    // workspace.
-    bf16_t* U_out = ws.U + hc * chunk * V + v0;
-    for (int t0 = warp * 16; t0 < chunk; t0 += warps * 16) {
+    // Ũᵀ, two token tiles (16 tokens) at a time, rounded into the A operands of the carry: Ua[r] covers
+    // tokens 16r … 16r + 15. bf(Ũ)ᵀ to the workspace ([V, C] rows: (j, t) at j·C + t).
+    std::uint32_t Ua[chunk / 16][4];
+    bf16_t* U_out = ws.U + hc * chunk * V;
+#pragma unroll
+    for (int r = 0; r < chunk / 16; ++r) {
+      float u[2][4];
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) u[half][e] = TY[(16 * r + 8 * half + c2 + (e & 1)) * ld_ty + (e >> 1) * 8];
       if (erases) {
-        for (int j0 = 0; j0 < BV; j0 += 16) {
-          frag_acc u, product;
-          wmma::load_matrix_sync(u, TY + t0 * ldv32 + j0, ldv32, wmma::mem_row_major);
-          wmma::fill_fragment(product, 0.0f);
-          mma_steps<frag_a_row, frag_b_row>(product, W + t0 * ldk, ldk, 16, Sb + j0, ldv, 16 * ldv, K / 16);
-          for (int e = 0; e < u.num_elements; ++e) u.x[e] = add_rn(u.x[e], -product.x[e]);
-          wmma::store_matrix_sync(scratch + t0 * ldv32 + j0, u, ldv32, wmma::mem_row_major);
+        float product[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+#pragma unroll
+        for (int s = 0; s < max_tiles / 2; ++s) {
+          if (2 * s >= tiles) break;
+          // Four 8 x 8 blocks of W: tokens 16r + {0, 8} (B's two column tiles) x keys 16s + {0, 8}.
+          std::uint32_t w[4];
+          load_matrices_x4<false>(w, W + (16 * r + (lane / 16) * 8 + lane % 8) * ldk + 16 * s + (lane / 8) % 2 * 8);
+          mma_bf16_16x8x16(product[0], Sb[s], {w[0], w[1]});
+          mma_bf16_16x8x16(product[1], Sb[s], {w[2], w[3]});
         }
-        __syncwarp();
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) u[half][e] = add_rn(u[half][e], -product[half][e]);
       }
-      // Four columns a lane-step: 16-byte loads, 8-byte stores (rows of Ub, scratch, TY and the
-      // workspace's U all start on 16-byte boundaries: BV, V are multiples of 16).
-      const float* U = erases ? scratch : TY;
-      constexpr int quads = BV / 4;
-      for (int x = lane; x < 16 * quads; x += 32) {
-        const int t = t0 + x / quads, j = x % quads * 4;
-        const uint2 rounded = bf16x4_bits_of(*reinterpret_cast<const float4*>(U + t * ldv32 + j));
-        *reinterpret_cast<uint2*>(Ub + t * ldv + j) = rounded;
-        *reinterpret_cast<uint2*>(U_out + t * V + j) = rounded;
+      accumulator_pairs_as_a(Ua[r], u[0], u[1]);
+      const int t = 16 * r + c2;
+      *reinterpret_cast<std::uint32_t*>(U_out + j * chunk + t) = Ua[r][0];
+      *reinterpret_cast<std::uint32_t*>(U_out + (j + 8) * chunk + t) = Ua[r][1];
+      *reinterpret_cast<std::uint32_t*>(U_out + j * chunk + t + 8) = Ua[r][2];
+      *reinterpret_cast<std::uint32_t*>(U_out + (j + 8) * chunk + t + 8) = Ua[r][3];
+    }
+    // Sᵀ' = Sᵀ ⊙ Γ_last + bf(Ũ)ᵀ keys, two key tiles (16 keys) at a time.
+#pragma unroll
+    for (int s = 0; s < max_tiles / 2; ++s) {
+      if (2 * s >= tiles) break;
+      float product[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+#pragma unroll
+      for (int r = 0; r < chunk / 16; ++r) {
+        // Four 8 x 8 blocks of the keys, transposed: tokens 16r + {0, 8} (the k halves) x keys 16s + {0, 8}.
+        std::uint32_t k[4];
+        load_matrices_x4<true>(k, keys + (16 * r + (lane / 8) % 2 * 8 + lane % 8) * ldk + 16 * s + (lane / 16) * 8);
+        mma_bf16_16x8x16(product[0], Ua[r], {k[0], k[1]});
+        mma_bf16_16x8x16(product[1], Ua[r], {k[2], k[3]});
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int n = 2 * s + half;
+        const float2 decay = *reinterpret_cast<const float2*>(last + 8 * n + c2);
+        S[n][0] = add_rn(mul_rn(decay.x, S[n][0]), product[half][0]);
+        S[n][1] = add_rn(mul_rn(decay.y, S[n][1]), product[half][1]);
+        S[n][2] = add_rn(mul_rn(decay.x, S[n][2]), product[half][2]);
+        S[n][3] = add_rn(mul_rn(decay.y, S[n][3]), product[half][3]);
       }
     }
-    __syncthreads();
-    // S' = Γ_last ⊙ S + (carry keys)ᵀ bf(Ũ), the warp's rows: the product into scratch (K x BV), then S,
-    // bf(S) and, for the next chunk, bf(S) to the workspace. (The warp's scratch rows are its own in both
-    // uses: Ũ's rows warp·16 … and the state's rows warp·16 …, warp·16 + 64 ….)
-    bf16_t* S_next = c + 1 < chunks ? ws.S + (hc + 1) * K * V + v0 : nullptr;
-    for (int i0 = warp * 16; i0 < K; i0 += warps * 16) {
-      for (int j0 = 0; j0 < BV; j0 += 16) {
-        frag_acc acc;
-        wmma::fill_fragment(acc, 0.0f);
-        mma_steps<frag_a_col, frag_b_row>(acc, keys + i0, ldk, 16 * ldk, Ub + j0, ldv, 16 * ldv, chunk / 16);
-        wmma::store_matrix_sync(scratch + i0 * ldv32 + j0, acc, ldv32, wmma::mem_row_major);
-      }
-      __syncwarp();
-      constexpr int quads = BV / 4;
-      for (int x = lane; x < 16 * quads; x += 32) {
-        const int i = i0 + x / quads, j = x % quads * 4;
-        float4& s = *reinterpret_cast<float4*>(S + i * BV + j);
-        const float4 product = *reinterpret_cast<const float4*>(scratch + i * ldv32 + j);
-        const float decay = last[i];
-        s.x = add_rn(mul_rn(decay, s.x), product.x);
-        s.y = add_rn(mul_rn(decay, s.y), product.y);
-        s.z = add_rn(mul_rn(decay, s.z), product.z);
-        s.w = add_rn(mul_rn(decay, s.w), product.w);
-        const uint2 rounded = bf16x4_bits_of(s);
-        *reinterpret_cast<uint2*>(Sb + i * ldv + j) = rounded;
-        if (S_next) *reinterpret_cast<uint2*>(S_next + i * V + j) = rounded;
-      }
-      __syncwarp();
-    }
+    round_state(hc + 1);
   }
-  __syncthreads();
-  for (int x = tid; x < K * BV; x += threads) p.final_state[((b * p.heads + h) * K + x / BV) * V + v0 + x % BV] = S[x];
+  if (!active) return;
+  float* final_state = p.final_state + (b * p.heads + h) * K * V;
+#pragma unroll
+  for (int n = 0; n < max_tiles; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (n < tiles) final_state[(8 * n + c2 + (e & 1)) * V + j + (e >> 1) * 8] = S[n][e];
 }
 
-/// Shared memory of the output launch (bytes) for key size K and BV value columns: bf(Γτq), P, bf(S),
-/// bf(Ũ) (each row padded), and o staged.
+/// Shared memory of the output launch (bytes) for key size K and BV value columns: bf(Γτq), P, bf(S)ᵀ,
+/// bf(Ũ)ᵀ (each row padded), and o staged.
 struct output_shared {
   int Q, P, S, U, staged, total;
   __host__ __device__ output_shared(int K, int BV) {
     carver<128> c;
     Q = c.take(chunk * (K + pad_bf16) * 2);
     P = c.take(chunk * ld_inverse * 2);
-    S = c.take(K * (BV + pad_bf16) * 2);
-    U = c.take(chunk * (BV + pad_bf16) * 2);
+    S = c.take(BV * (K + pad_bf16) * 2);
+    U = c.take(BV * ld_inverse * 2);
     staged = c.take(chunk * (BV + pad_f32) * 4);
     total = c.at;
   }
@@ -775,9 +822,9 @@ __global__ void __launch_bounds__(threads)
     delta_rule_output_kernel(const delta_rule_problem p, const workspace_views ws, const int chunks,
                              const int value_block) {
   extern __shared__ __align__(128) unsigned char smem[];
-  const int BV = known_or(VD < output_value_block ? VD : output_value_block, value_block);
+  const int BV = known_or(VD > 0 ? output_block_of(VD) : 0, value_block);
   const int K = known_or(KD, p.key_dim), V = known_or(VD, p.value_dim), tid = threadIdx.x, blocks_v = V / BV;
-  const int ldk = K + pad_bf16, ldv = BV + pad_bf16, ldo = BV + pad_f32;
+  const int ldk = K + pad_bf16, ldo = BV + pad_f32;
   const long long hc = blockIdx.x / blocks_v, bh = hc / chunks;
   const int v0 = static_cast<int>(blockIdx.x % blocks_v) * BV;
   const long long b = bh / p.heads, h = bh % p.heads;
@@ -791,8 +838,9 @@ __global__ void __launch_bounds__(threads)
   // The operands from the workspace, each once per block (the tiles of a warp share rows and columns).
   fetch_matrix(Q, ldk, ws.Q + hc * chunk * K, K, chunk, K);
   fetch_matrix(P, ld_inverse, ws.P + hc * chunk * chunk, chunk, chunk, chunk);
-  fetch_matrix(Sb, ldv, ws.S + hc * K * V + v0, V, K, BV);
-  fetch_matrix(Ub, ldv, ws.U + hc * chunk * V + v0, V, chunk, BV);
+  // bf(S)ᵀ and bf(Ũ)ᵀ, as the state launch wrote them: rows j, K and C wide.
+  fetch_matrix(Sb, ldk, ws.S + hc * K * V + v0 * K, K, BV, K);
+  fetch_matrix(Ub, ld_inverse, ws.U + hc * chunk * V + v0 * chunk, chunk, BV, chunk);
   __pipeline_commit();
   __pipeline_wait_prior(0);
   __syncthreads();
@@ -800,8 +848,10 @@ __global__ void __launch_bounds__(threads)
   for_each_tile(chunk, BV, [&](int t0, int j0) {
     frag_acc acc;
     wmma::fill_fragment(acc, 0.0f);
-    mma_steps<frag_a_row, frag_b_row>(acc, Q + t0 * ldk, ldk, 16, Sb + j0, ldv, 16 * ldv, K / 16);
-    mma_steps<frag_a_row, frag_b_row>(acc, P + t0 * ld_inverse, ld_inverse, 16, Ub + j0, ldv, 16 * ldv, t0 / 16 + 1);
+    // bf(S) and bf(Ũ) column-major: the workspace holds them transposed (the state launch's registers).
+    mma_steps<frag_a_row, frag_b_col>(acc, Q + t0 * ldk, ldk, 16, Sb + j0 * ldk, ldk, 16, K / 16);
+    mma_steps<frag_a_row, frag_b_col>(acc, P + t0 * ld_inverse, ld_inverse, 16, Ub + j0 * ld_inverse, ld_inverse, 16,
+                                      t0 / 16 + 1);
     wmma::store_matrix_sync(staged + t0 * ldo + j0, acc, ldo, wmma::mem_row_major);
   });
   __syncthreads();
@@ -823,13 +873,15 @@ void allow_shared(Kernel kernel, int bytes, const char* name) {
   check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), name);
 }
 
-template <class In, int KD, int VD, int BV, int Stages>
+template <class In, int KD, int VD, int Warps, int Producers, int Stages>
 void launch_state(const delta_rule_problem& p, const workspace_views& ws, int chunks, cudaStream_t stream) {
-  const state_shared<BV, Stages> L(p.key_dim);
-  const auto kernel = delta_rule_state_kernel<In, KD, VD, BV, Stages>;
+  using layout = state_shared<Warps, Stages>;
+  const layout L(p.key_dim);
+  const auto kernel = delta_rule_state_kernel<In, KD, VD, Warps, Producers, Stages>;
   allow_shared(kernel, L.total, "cudaFuncSetAttribute(delta_rule_state_kernel)");
-  const long long blocks = static_cast<long long>(p.batch) * p.heads * (p.value_dim / BV);
-  kernel<<<static_cast<unsigned>(blocks), threads, L.total, stream>>>(p, ws, chunks);
+  const int BV = layout::value_columns, blocks_v = (p.value_dim + BV - 1) / BV;
+  const long long blocks = static_cast<long long>(p.batch) * p.heads * blocks_v;
+  kernel<<<static_cast<unsigned>(blocks), 32 * (Warps + Producers), L.total, stream>>>(p, ws, chunks);
   check_cuda(cudaGetLastError(), "delta_rule_state_kernel launch");
 }
 
@@ -847,7 +899,7 @@ void launch_prepare(const delta_rule_problem& p, const workspace_views& ws, int 
 template <class In, int KD, int VD>
 void launch_output(const delta_rule_problem& p, const workspace_views& ws, int chunks, cudaStream_t stream) {
   if (chunks == 0) return;
-  const int V = p.value_dim, BV = V < output_value_block ? V : output_value_block;
+  const int V = p.value_dim, BV = output_block_of(V);
   const int bytes = output_shared(p.key_dim, BV).total;
   const auto kernel = delta_rule_output_kernel<In, KD, VD>;
   allow_shared(kernel, bytes, "cudaFuncSetAttribute(delta_rule_output_kernel)");
@@ -864,18 +916,24 @@ void launch_sized(const delta_rule_problem& p, void* workspace, const bool (&whi
   const auto stream = static_cast<cudaStream_t>(p.stream);
   const int chunks = static_cast<int>(layout.chunks);
   if (which[0]) launch_prepare<In, KD, VD>(p, ws, chunks, stream);
-  if (which[1]) launch_state<In, KD, VD, state_value_block, state_stages>(p, ws, chunks, stream);
+  if (which[1]) launch_state<In, KD, VD, state_warps, state_producer_warps, state_stages>(p, ws, chunks, stream);
   if (which[2]) launch_output<In, KD, VD>(p, ws, chunks, stream);
 }
 
 /// The kernels compiled for K = V = 128 (fla's production size) where they apply, else for any size:
-/// the same operations in the same order, so the same bits.
+/// the same operations in the same order, so the same bits. Compiled apart for the inputs that run at
+/// that size in production (bfloat16; binary32: the KDN memories' gains), not for float16, whose
+/// K = V = 128 runs take the any-size kernels: each instantiation costs CI build time
+/// (docs/testing.md, "CI time").
 template <class In>
 void launch(const delta_rule_problem& p, void* workspace, const bool (&which)[3]) {
-  if (p.key_dim == 128 && p.value_dim == 128)
-    launch_sized<In, 128, 128>(p, workspace, which);
-  else
-    launch_sized<In, 0, 0>(p, workspace, which);
+  if constexpr (!std::is_same_v<In, f16_bits>) {
+    if (p.key_dim == 128 && p.value_dim == 128) {
+      launch_sized<In, 128, 128>(p, workspace, which);
+      return;
+    }
+  }
+  launch_sized<In, 0, 0>(p, workspace, which);
 }
 
 void launch_dtype(const delta_rule_problem& p, void* workspace, const bool (&which)[3]) {

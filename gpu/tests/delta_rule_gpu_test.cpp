@@ -89,6 +89,11 @@ TEST_CASE("gpu: the chunked delta-rule kernel writes every output, the same bits
       {delta_rule_kind::gla, delta_rule_gate::per_channel, 2, 129, 1, 2, 16, 48, true},
       {delta_rule_kind::two_key, delta_rule_gate::per_channel, 1, 130, 2, 1, 64, 64, true},
       {delta_rule_kind::beta_form, delta_rule_gate::per_head, 1, 0, 2, 1, 32, 32, true},
+      // K = V = 128, the kernels compiled apart for fla's production size, for each rule and gate.
+      {delta_rule_kind::gla, delta_rule_gate::per_channel, 1, 130, 1, 1, 128, 128, true},
+      {delta_rule_kind::beta_form, delta_rule_gate::per_channel, 1, 257, 2, 1, 128, 128, true},
+      {delta_rule_kind::beta_form, delta_rule_gate::none, 1, 127, 1, 2, 128, 128, true},
+      {delta_rule_kind::two_key, delta_rule_gate::per_channel, 1, 96, 1, 1, 128, 128, true},
   };
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> unit(-1, 1), positive(0, 1), gate(-0.2f, 0);
