@@ -42,11 +42,11 @@ namespace wmma = nvcuda::wmma;
 
 constexpr int chunk = delta_rule_chunk_tokens;  // C
 constexpr int warps = 4, threads = 32 * warps;
-/// Value columns per block: of the output launch (at most), and of the state launch (16: more blocks,
-/// two an SM, for the one launch that walks the chunks in order).
+/// Value columns per block of the output launch (at most).
 constexpr int output_value_block = delta_rule_value_block;
-/// Warps of a state-launch block, 16 value columns each (docs/kernels.md has the shapes measured).
-/// and the warps that only copy its operands (0: the computing warps copy).
+/// The state launch's block: warps that compute, 16 value columns each, and warps that only copy the
+/// chunks' operands (0: the computing warps copy). docs/kernels.md has the shapes measured; benchmark
+/// builds set both macros to measure others.
 #ifndef KALMAN_ORACLE_DELTA_RULE_STATE_WARPS
 constexpr int state_warps = 2, state_producer_warps = 2;
 #else
