@@ -73,18 +73,13 @@ o_r, s_r = run("kda", x)
 expect(same(o_a, o_r) and same(s_a, s_r), "chunk_kda is delta_rule('kda', ...)")
 o_n, none = chunk_delta_rule(x["q"], x["k"], x["v"], x["beta"])
 expect(none is None and o_n.shape == x["v"].shape, "chunk_delta_rule: no final state unless asked for")
-for name, call, model, g in (
-        ("chunk_gated_delta_rule", chunk_gated_delta_rule, "gated_delta_net", x["g_head"]),
-        ("chunk_gla", None, "gla", x["g_channel"]),
-        ("chunk_delta_rule", None, "delta_net", None)):
-    beta = None if model == "gla" else x["beta"]
-    if model == "gla":
-        o_w, s_w = chunk_gla(x["q"], x["k"], x["v"], g, initial_state=x["initial_state"], output_final_state=True)
-    elif model == "delta_net":
-        o_w, s_w = chunk_delta_rule(x["q"], x["k"], x["v"], beta, initial_state=x["initial_state"],
-                                    output_final_state=True)
-    else:
-        o_w, s_w = call(x["q"], x["k"], x["v"], g, beta, initial_state=x["initial_state"], output_final_state=True)
+prior = dict(initial_state=x["initial_state"], output_final_state=True)
+for name, model, call in (
+        ("chunk_gated_delta_rule", "gated_delta_net",
+         lambda: chunk_gated_delta_rule(x["q"], x["k"], x["v"], x["g_head"], x["beta"], **prior)),
+        ("chunk_gla", "gla", lambda: chunk_gla(x["q"], x["k"], x["v"], x["g_channel"], **prior)),
+        ("chunk_delta_rule", "delta_net", lambda: chunk_delta_rule(x["q"], x["k"], x["v"], x["beta"], **prior))):
+    o_w, s_w = call()
     o_r, s_r = run(model, x)
     expect(same(o_w, o_r) and same(s_w, s_r), f"{name} is delta_rule('{model}', ...)")
 
