@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "cuda_check.hpp"
 #include "device_arena.hpp"
@@ -373,10 +374,23 @@ struct prepare_shared {
 /// many warps to cover the latency of its loads; two blocks fit on an SM.
 constexpr int prepare_warps = 8, prepare_threads = 32 * prepare_warps;
 
+#ifdef KALMAN_ORACLE_DELTA_RULE_PREPARE_CLOCKS
+/// Benchmark builds only (docs/kernels.md, "Where the prepare launch's time goes"): thread 0 of each of
+/// the first prepare_clock_blocks blocks writes clock64() at the start, after each barrier and at the end.
+constexpr int prepare_clock_marks = 12, prepare_clock_blocks = 16384;
+__device__ long long prepare_clocks[prepare_clock_blocks * prepare_clock_marks];
+#define KALMAN_ORACLE_PREPARE_MARK(i)                        \
+  if (threadIdx.x == 0 && blockIdx.x < prepare_clock_blocks) \
+  prepare_clocks[blockIdx.x * prepare_clock_marks + (i)] = clock64()
+#else
+#define KALMAN_ORACLE_PREPARE_MARK(i) (void)0
+#endif
+
 template <class In, int KD, int VD>
 __global__ void __launch_bounds__(prepare_threads, 2)
     delta_rule_prepare_kernel(const delta_rule_problem p, const workspace_views ws, const int chunks) {
   extern __shared__ __align__(128) unsigned char smem[];
+  KALMAN_ORACLE_PREPARE_MARK(0);
   const int K = known_or(KD, p.key_dim), V = known_or(VD, p.value_dim), tid = threadIdx.x, ldk = K + pad_bf16,
             ldg = K + pad_f32;
   const long long hc = blockIdx.x, bh = hc / chunks;
@@ -410,6 +424,7 @@ __global__ void __launch_bounds__(prepare_threads, 2)
     G[tid] = tid < n ? in.g(c0 + tid, 0) : 0.0f;
   }
   __syncthreads();
+  KALMAN_ORACLE_PREPARE_MARK(1);
   // The log gates summed in token order from 0, in place (the twin's order): channel i's by thread i,
   // a head's by thread 0.
   const bool per_channel = p.gate == delta_rule_gate::per_channel;
@@ -427,6 +442,7 @@ __global__ void __launch_bounds__(prepare_threads, 2)
     }
   }
   __syncthreads();
+  KALMAN_ORACLE_PREPARE_MARK(2);
   // Σ_{s≤t} g_si: a per-head gate is the same for every channel; no gate, zero.
   const auto gate_sum = [&](int t, int i) {
     return per_channel ? G[t * ldg + i] : p.gate == delta_rule_gate::per_head ? G[t] : 0.0f;
@@ -436,6 +452,7 @@ __global__ void __launch_bounds__(prepare_threads, 2)
     ws.last[hc * K + tid] = last[tid];
   }
   __syncthreads();
+  KALMAN_ORACLE_PREPARE_MARK(3);
   // Operands, a thread eight channels of a token: Γk, Γ⁻¹w (w = κ or k), Γτq, the carry's keys
   // w ⊙ Γ_last Γ⁻¹ and X = β Γ k (rounded from the unrounded Γk, as the twin does); bf(Γτq), the keys
   // and X also to the workspace (X in W's place: shared memory has no room for it yet).
@@ -486,6 +503,7 @@ __global__ void __launch_bounds__(prepare_threads, 2)
     store_eight(ws.W + row, X);  // X = β Γ k, until W replaces it below
   }
   __syncthreads();
+  KALMAN_ORACLE_PREPARE_MARK(4);
   // A = (Γk)(Γ⁻¹w)ᵀ (erasing rules) and the scores (Γτq)(Γ⁻¹w)ᵀ, the lower tiles, on the tensor cores.
   for_each_tile<prepare_warps>(chunk, 2 * chunk, [&](int t0, int m0) {
     const bool is_scores = m0 >= chunk;
@@ -497,6 +515,7 @@ __global__ void __launch_bounds__(prepare_threads, 2)
     wmma::store_matrix_sync((is_scores ? scores : A) + t0 * ld_scores + m, acc, ld_scores, wmma::mem_row_major);
   });
   __syncthreads();
+  KALMAN_ORACLE_PREPARE_MARK(5);
   // β ⊙ A, strictly lower; P = bf(scores), causal with the diagonal, to the workspace: eight a thread-step.
   for (int x = tid; x < chunk * chunk / 8; x += prepare_threads) {
     const int t = x / (chunk / 8), m0 = x % (chunk / 8) * 8;
@@ -521,9 +540,11 @@ __global__ void __launch_bounds__(prepare_threads, 2)
       to[0] = make_float4(value[0], value[1], value[2], value[3]);
       to[1] = make_float4(value[4], value[5], value[6], value[7]);
     }
+    KALMAN_ORACLE_PREPARE_MARK(11);
     return;
   }
   __syncthreads();
+  KALMAN_ORACLE_PREPARE_MARK(6);
   // Warps 0-1 solve (one thread a column of 𝒯, the column in binary32 in the scores' place, which P has
   // left); meanwhile warps 2-7 bring X back from the workspace into Γk's place (the block's own writes,
   // visible after the barrier above) and Y's first value columns, and its second block of value columns
@@ -553,6 +574,7 @@ __global__ void __launch_bounds__(prepare_threads, 2)
     if (second_filled_early) fill_values(Ub_second, BV, tid - chunk, prepare_threads - chunk);
   }
   __syncthreads();
+  KALMAN_ORACLE_PREPARE_MARK(7);
   // W = 𝒯X (C x K) into scratch, then bf(W) to the workspace.
   const int ldw = K + pad_f32;
   for_each_tile<prepare_warps>(chunk, K, [&](int t0, int i0) {
@@ -562,6 +584,7 @@ __global__ void __launch_bounds__(prepare_threads, 2)
     wmma::store_matrix_sync(scratch + t0 * ldw + i0, acc, ldw, wmma::mem_row_major);
   });
   __syncthreads();
+  KALMAN_ORACLE_PREPARE_MARK(8);
   for (int x = tid; x < chunk * groups; x += prepare_threads) {
     const int t = x / groups, i0 = x % groups * 8;
     float W[8];
@@ -584,7 +607,9 @@ __global__ void __launch_bounds__(prepare_threads, 2)
       wmma::store_matrix_sync(TY_out + t0 * V + v0 + j0, acc, V, wmma::mem_row_major);
     });
     __syncthreads();
+    KALMAN_ORACLE_PREPARE_MARK(v0 / BV < 2 ? 9 + v0 / BV : 10);
   }
+  KALMAN_ORACLE_PREPARE_MARK(11);
 }
 
 /// Shared memory of the state launch (bytes) for key size K and blocks of Warps warps (16 value columns
@@ -995,5 +1020,19 @@ void delta_rule_host(const delta_rule_problem& host) {
   device_arena::download(host.o, device.o, B * T * HV * V);
   device_arena::download(host.final_state, device.final_state, B * HV * K * V);
 }
+
+#ifdef KALMAN_ORACLE_DELTA_RULE_PREPARE_CLOCKS
+/// The prepare launch's marks (above): zeroed, then read back after a launch ([block][mark], 0 where
+/// a block wrote none).
+void delta_rule_prepare_clocks_reset() {
+  static const std::vector<long long> zeros(static_cast<std::size_t>(prepare_clock_blocks) * prepare_clock_marks);
+  check_cuda(cudaMemcpyToSymbol(prepare_clocks, zeros.data(), zeros.size() * sizeof(long long)), "prepare clocks");
+}
+std::vector<long long> delta_rule_prepare_clocks_read() {
+  std::vector<long long> r(static_cast<std::size_t>(prepare_clock_blocks) * prepare_clock_marks);
+  check_cuda(cudaMemcpyFromSymbol(r.data(), prepare_clocks, r.size() * sizeof(long long)), "prepare clocks");
+  return r;
+}
+#endif
 
 }  // namespace kalman_oracle::gpu
