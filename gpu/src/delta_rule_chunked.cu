@@ -353,17 +353,21 @@ __device__ __forceinline__ void store_eight(bf16_t* to, const float (&x)[8]) {
 
 /// Shared memory of the prepare launch (bytes) for key size K.
 struct prepare_shared {
-  int scratch, Tb, kg, kn, qg, Ub, beta, last, total;
+  int scratch, X, Tb, Ub, kg, kn, qg, beta, last, total;
   __host__ __device__ explicit prepare_shared(int K) {
     carver<128> c;
     const int w_floats = chunk * (K + pad_f32), scores_floats = 2 * chunk * ld_scores;
     // The summed log gates, then A and the scores, then W.
     scratch = c.take((w_floats > scores_floats ? w_floats : scores_floats) * 4);
-    Tb = c.take(chunk * ld_inverse * 2);
-    kg = c.take(chunk * (K + pad_bf16) * 2);  // Γk, then X = β Γ k
+    // X = β Γ k from the operands until it moves into Γk's place (once A is computed); then 𝒯 and Y's
+    // blocks of value columns in the same room (Tb's bytes are a multiple of 128: Ub stays aligned).
+    const int tb_bytes = chunk * ld_inverse * 2, ub_bytes = chunk * (output_value_block + pad_bf16) * 2,
+              x_bytes = chunk * (K + pad_bf16) * 2;
+    X = Tb = c.take(tb_bytes + ub_bytes > x_bytes ? tb_bytes + ub_bytes : x_bytes);
+    Ub = Tb + tb_bytes;
+    kg = c.take(chunk * (K + pad_bf16) * 2);  // Γk, then X
     kn = c.take(chunk * (K + pad_bf16) * 2);  // Γ⁻¹w
     qg = c.take(chunk * (K + pad_bf16) * 2);  // Γτq
-    Ub = c.take(chunk * (output_value_block + pad_bf16) * 2);
     beta = c.take(chunk * 4);
     last = c.take(K * 4);  // Γ_last
     total = c.at;
@@ -403,6 +407,7 @@ __global__ void __launch_bounds__(prepare_threads, 2)
   float* A = scratch;
   float* scores = scratch + chunk * ld_scores;
   bf16_t* Tb = reinterpret_cast<bf16_t*>(smem + L.Tb);
+  bf16_t* Xs = reinterpret_cast<bf16_t*>(smem + L.X);
   bf16_t* kg = reinterpret_cast<bf16_t*>(smem + L.kg);
   bf16_t* kn = reinterpret_cast<bf16_t*>(smem + L.kn);
   bf16_t* qg = reinterpret_cast<bf16_t*>(smem + L.qg);
@@ -454,8 +459,8 @@ __global__ void __launch_bounds__(prepare_threads, 2)
   __syncthreads();
   KALMAN_ORACLE_PREPARE_MARK(3);
   // Operands, a thread eight channels of a token: Γk, Γ⁻¹w (w = κ or k), Γτq, the carry's keys
-  // w ⊙ Γ_last Γ⁻¹ and X = β Γ k (rounded from the unrounded Γk, as the twin does); bf(Γτq), the keys
-  // and X also to the workspace (X in W's place: shared memory has no room for it yet).
+  // w ⊙ Γ_last Γ⁻¹ and X = β Γ k (rounded from the unrounded Γk, as the twin does); bf(Γτq) and the keys
+  // also to the workspace, X into 𝒯's room in shared memory (GLA: into W's place in the workspace).
   for (int x = tid; x < chunk * groups; x += prepare_threads) {
     const int t = x / groups, i0 = x % groups * 8;
     float key[8] = {0, 0, 0, 0, 0, 0, 0, 0}, write[8], query[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -500,7 +505,10 @@ __global__ void __launch_bounds__(prepare_threads, 2)
     const long long row = (hc * chunk + t) * K + i0;
     store_eight(ws.Q + row, query_g);
     store_eight(ws.carry_keys + row, carry_key);
-    store_eight(ws.W + row, X);  // X = β Γ k, until W replaces it below
+    if (erases)
+      store_eight(Xs + t * ldk + i0, X);
+    else
+      store_eight(ws.W + row, X);  // GLA: the state launch copies W but uses none of it; written all the same
   }
   __syncthreads();
   KALMAN_ORACLE_PREPARE_MARK(4);
@@ -528,6 +536,12 @@ __global__ void __launch_bounds__(prepare_threads, 2)
     }
     store_eight(ws.P + (hc * chunk + t) * chunk + m0, P);
   }
+  // X into Γk's place (A is computed): its room is 𝒯's and Y's from the solve on.
+  if (erases)
+    for (int x = tid; x < chunk * groups; x += prepare_threads) {
+      const int offset = (x / groups) * ldk + x % groups * 8;
+      *reinterpret_cast<uint4*>(kg + offset) = *reinterpret_cast<const uint4*>(Xs + offset);
+    }
   float* TY_out = ws.TY + hc * chunk * V;
   if (!erases) {
     // GLA: 𝒯 = I and no erasure; the state launch rounds v itself (Ũ = bf(v)).
@@ -546,9 +560,8 @@ __global__ void __launch_bounds__(prepare_threads, 2)
   __syncthreads();
   KALMAN_ORACLE_PREPARE_MARK(6);
   // Warps 0-1 solve (one thread a column of 𝒯, the column in binary32 in the scores' place, which P has
-  // left); meanwhile warps 2-7 bring X back from the workspace into Γk's place (the block's own writes,
-  // visible after the barrier above) and Y's first value columns, and its second block of value columns
-  // into bf(Γτq)'s place where that has room (K >= BV; bf(Γτq) is in the workspace already).
+  // left); meanwhile warps 2-7 load Y's first value columns, and its second block of value columns into
+  // bf(Γτq)'s place where that has room (K >= BV; bf(Γτq) is in the workspace already).
   const int BV = output_block_of(V), ldu = BV + pad_bf16;
   const auto fill_values = [&](bf16_t* to, int v0, int first, int stride) {
     const int value_groups = BV / 8;
@@ -567,9 +580,6 @@ __global__ void __launch_bounds__(prepare_threads, 2)
   if (tid < chunk) {
     unit_lower_inverse_column(A, tid, n, scores, Tb);
   } else {
-    const uint4* X = reinterpret_cast<const uint4*>(ws.W + hc * chunk * K);
-    for (int x = tid - chunk; x < chunk * groups; x += prepare_threads - chunk)
-      *reinterpret_cast<uint4*>(kg + (x / groups) * ldk + x % groups * 8) = X[x];
     fill_values(Ub, 0, tid - chunk, prepare_threads - chunk);
     if (second_filled_early) fill_values(Ub_second, BV, tid - chunk, prepare_threads - chunk);
   }
