@@ -383,11 +383,15 @@ constexpr int prepare_warps = 8, prepare_threads = 32 * prepare_warps;
 /// the first prepare_clock_blocks blocks writes clock64() at the start, after each barrier and at the end.
 constexpr int prepare_clock_marks = 12, prepare_clock_blocks = 16384;
 __device__ long long prepare_clocks[prepare_clock_blocks * prepare_clock_marks];
-#define KALMAN_ORACLE_PREPARE_MARK(i)                        \
-  if (threadIdx.x == 0 && blockIdx.x < prepare_clock_blocks) \
-  prepare_clocks[blockIdx.x * prepare_clock_marks + (i)] = clock64()
+#define KALMAN_ORACLE_PREPARE_MARK(i)                                     \
+  do {                                                                    \
+    if (threadIdx.x == 0 && blockIdx.x < prepare_clock_blocks)            \
+      prepare_clocks[blockIdx.x * prepare_clock_marks + (i)] = clock64(); \
+  } while (0)
 #else
-#define KALMAN_ORACLE_PREPARE_MARK(i) (void)0
+#define KALMAN_ORACLE_PREPARE_MARK(i) \
+  do {                                \
+  } while (0)
 #endif
 
 template <class In, int KD, int VD>
