@@ -21,7 +21,7 @@
 #ifdef KALMAN_ORACLE_DELTA_RULE_PREPARE_CLOCKS
 namespace kalman_oracle::gpu {
 void delta_rule_prepare_clocks_reset();
-std::vector<long long> delta_rule_prepare_clocks_read();
+std::vector<long long> delta_rule_prepare_phase_cycles();
 }  // namespace kalman_oracle::gpu
 #endif
 
@@ -86,22 +86,13 @@ void delta_rule_bench(int repeats, const cudaDeviceProp& prop) {
         launch_ms[static_cast<int>(which)] = median_ms(repeats, [&] { delta_rule_device_launch(p, which); });
       const double baseline = copy_ms(bytes, repeats);
 #ifdef KALMAN_ORACLE_DELTA_RULE_PREPARE_CLOCKS
-      // Where the prepare launch's time goes: one more launch with its marks, the mean cycles between
-      // consecutive marks over the blocks that wrote both (docs/kernels.md).
+      // Where the prepare launch's time goes: one more launch with its marks (docs/kernels.md).
       delta_rule_prepare_clocks_reset();
       delta_rule_device_launch(p, delta_rule_launch::prepare);
       check(cudaDeviceSynchronize(), "prepare clocks");
-      const std::vector<long long> marks = delta_rule_prepare_clocks_read();
       std::string phases;
-      for (int m = 1; m < 12; ++m) {
-        double sum = 0, blocks = 0;
-        for (std::size_t b = 0; b < marks.size() / 12; ++b) {
-          long long prev = 0;
-          for (int e = m - 1; e >= 0 && prev == 0; --e) prev = marks[b * 12 + e];
-          if (marks[b * 12 + m] != 0 && prev != 0) sum += static_cast<double>(marks[b * 12 + m] - prev), ++blocks;
-        }
-        phases += (m > 1 ? ", " : "") + std::to_string(blocks > 0 ? static_cast<long long>(sum / blocks) : -1);
-      }
+      for (const long long cycles : delta_rule_prepare_phase_cycles())
+        phases += (phases.empty() ? "" : ", ") + std::to_string(cycles);
       std::printf("{\"kernel\": \"delta_rule_prepare_phases\", \"gate\": %d, \"B\": %d, \"H\": %d, \"cycles\": [%s]}\n",
                   static_cast<int>(gate), s.B, s.H, phases.c_str());
 #endif

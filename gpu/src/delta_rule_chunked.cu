@@ -27,7 +27,7 @@
 
 #include <cstdint>
 #include <type_traits>
-#include <vector>
+#include <vector>  // the benchmark build's clock marks
 
 #include "cuda_check.hpp"
 #include "device_arena.hpp"
@@ -1036,16 +1036,28 @@ void delta_rule_host(const delta_rule_problem& host) {
 }
 
 #ifdef KALMAN_ORACLE_DELTA_RULE_PREPARE_CLOCKS
-/// The prepare launch's marks (above): zeroed, then read back after a launch ([block][mark], 0 where
-/// a block wrote none).
+/// The prepare launch's marks (above), for the benchmark: zeroed before a launch; after it, the mean
+/// cycles between consecutive marks over the blocks that wrote both (a block skips the marks of phases
+/// it does not run: the previous mark it wrote counts), −1 where no block did.
 void delta_rule_prepare_clocks_reset() {
   static const std::vector<long long> zeros(static_cast<std::size_t>(prepare_clock_blocks) * prepare_clock_marks);
   check_cuda(cudaMemcpyToSymbol(prepare_clocks, zeros.data(), zeros.size() * sizeof(long long)), "prepare clocks");
 }
-std::vector<long long> delta_rule_prepare_clocks_read() {
-  std::vector<long long> r(static_cast<std::size_t>(prepare_clock_blocks) * prepare_clock_marks);
-  check_cuda(cudaMemcpyFromSymbol(r.data(), prepare_clocks, r.size() * sizeof(long long)), "prepare clocks");
-  return r;
+std::vector<long long> delta_rule_prepare_phase_cycles() {
+  std::vector<long long> marks(static_cast<std::size_t>(prepare_clock_blocks) * prepare_clock_marks);
+  check_cuda(cudaMemcpyFromSymbol(marks.data(), prepare_clocks, marks.size() * sizeof(long long)), "prepare clocks");
+  std::vector<long long> phases;
+  for (int m = 1; m < prepare_clock_marks; ++m) {
+    double sum = 0, blocks = 0;
+    for (std::size_t b = 0; b < static_cast<std::size_t>(prepare_clock_blocks); ++b) {
+      const long long* block = marks.data() + b * prepare_clock_marks;
+      long long previous = 0;
+      for (int e = m - 1; e >= 0 && previous == 0; --e) previous = block[e];
+      if (block[m] != 0 && previous != 0) sum += static_cast<double>(block[m] - previous), ++blocks;
+    }
+    phases.push_back(blocks > 0 ? static_cast<long long>(sum / blocks) : -1);
+  }
+  return phases;
 }
 #endif
 
