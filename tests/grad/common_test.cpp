@@ -2,6 +2,7 @@
 // and the comparisons the properties use.
 #include <doctest/doctest.h>
 
+#include <limits>
 #include <vector>
 
 #include "kalman_oracle/grad/common.hpp"
@@ -46,4 +47,18 @@ TEST_CASE("grad: named tensor sets, comparisons and inner products") {
   const named_tensors<R> u{tensor<R>("q", {2}, std::vector<R>{1, 1}), tensor<R>("x", {1}, std::vector<R>{5})};
   CHECK(abs_inner_product(a, u) == 3);
   CHECK_THROWS_AS((void)a.at("nothing"), std::out_of_range);
+}
+
+TEST_CASE("grad: a NaN anywhere makes the largest difference NaN, which no tolerance accepts") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const gradients<double> reference{tensor<double>("q", {3}, std::vector<double>{1, 2, 3})};
+  // first, middle and last: a later finite difference must not replace it
+  for (const std::size_t where : {0u, 1u, 2u}) {
+    std::vector<double> values{1.5, 2, 3.25};
+    values[where] = nan;
+    const auto d = compare_gradients(gradients<double>{tensor<double>("q", {3}, values)}, reference);
+    CHECK(d.max_abs_difference != d.max_abs_difference);
+    CHECK_FALSE(d.max_abs_difference <= 1e300);
+    CHECK(d.worst == "q");
+  }
 }

@@ -128,3 +128,24 @@ TEST_CASE("grad: the chunked (WY) adjoint equals the sequential adjoint for ever
   }
   CHECK_THROWS_AS(fixed_gain_chunked_backward(kda_example(gate_space::log), cotangents<double>{}, 0), input_error);
 }
+
+TEST_CASE("grad: the chunked adjoint through strongly decaying chunks equals the sequential adjoint") {
+  // Log gates scaled from [−0.45, −0.05] a token: ×100 (−5 to −45) mixes chunks factored and taken
+  // difference first (models/fixed_gain_chunked.hpp, factored_log_decay_floor); ×2000 (−100 to −900) puts
+  // every chunk past binary64's e^{−G}, where the factored adjoint was not finite.
+  for (const double s : {100.0, 2000.0}) {
+    CAPTURE(s);
+    auto in = kda_example(gate_space::log);
+    for (double& g : in.g->data()) g *= s;
+    const cotangents<double> cot{tensor<double>("o", {1, 3, 2, 3}, 0.5),
+                                 tensor<double>("final_state", {1, 2, 2, 3}, -1.0)};
+    const auto sequential = fixed_gain_backward(in, cot);
+    for (const std::size_t chunk : {1, 2, 3, 8}) {
+      CAPTURE(chunk);
+      const auto chunked = fixed_gain_chunked_backward(in, cot, chunk);
+      const auto d = compare_gradients(chunked, sequential);
+      CHECK(d.shapes_match);
+      CHECK(d.max_abs_difference <= 1e-14 * d.scale);
+    }
+  }
+}

@@ -457,3 +457,41 @@ TEST_CASE("fixed_gain: acceptance, binary64 reference matches a plain fla-conven
     CHECK(std::any_of(o.begin(), o.end(), [](double x) { return x != 0; }));
   }
 }
+
+// A chunk whose decay passes e^{factored_log_decay_floor} in some channel takes its decay ratios
+// difference first, e^{G_t − G_j}, instead of e^{G_t} · e^{−G_j} (models/fixed_gain_chunked.hpp): the
+// chunked form stays finite and equal to the sequential one where e^{−G} would overflow (binary64
+// below about −709), and both associations meet in one problem.
+TEST_CASE("fixed_gain: strongly decaying chunks take the decay ratios difference first") {
+  for (const fixed_gain_rule rule : {fixed_gain_rule::gla, fixed_gain_rule::gated_delta_net, fixed_gain_rule::kda}) {
+    for (const bool given_gain : {false, true}) {
+      if (given_gain && rule == fixed_gain_rule::gla) continue;
+      // Gates scaled from [-1, 0] to [-s, 0]: s = 4 sums about −128 over 64 tokens and −32 over 16; s = 100
+      // about −50 a token, past binary64's e^{−G} within 15 tokens.
+      for (const double s : {4.0, 100.0}) {
+        CAPTURE(to_string(rule));
+        CAPTURE(given_gain);
+        CAPTURE(s);
+        fp64_case c = make_fp64_case(rule, given_gain, 20261203u + static_cast<unsigned>(rule));
+        for (double& g : c.g) g *= s;
+        const auto in = to_inputs(rule, c);
+        const detail::fixed_gain::problem<double> p(in);
+        const auto sequential = fixed_gain_forward(in, {1, false});
+        for (const std::size_t chunk : {1u, 3u, 16u, 64u}) {
+          CAPTURE(chunk);
+          // which association each chunk of (b, h) = (0, 0) takes: both appear for s = 4, chunks of 16 and 64
+          std::size_t factored = 0, difference_first = 0;
+          for (std::size_t c0 = 0; c0 < c.T; c0 += chunk) {
+            const std::size_t n = std::min(chunk, c.T - c0);
+            ++(detail::fixed_gain::cumulative_decays(p, 0, 0, c0, n).factored ? factored : difference_first);
+          }
+          if (s == 4.0 && chunk == 16) CHECK(factored > 0);
+          if (chunk == 64) CHECK(difference_first > 0);
+          const auto chunked = fixed_gain_chunked_forward(in, chunk, {1, false});
+          CHECK(relative_error(chunked.o.data(), sequential.o.data()) <= 1e-12);
+          CHECK(relative_error(chunked.final_state.data(), sequential.final_state.data()) <= 1e-12);
+        }
+      }
+    }
+  }
+}

@@ -14,7 +14,8 @@ template <class B>
 struct gradient_difference {
   bool shapes_match = true;  // every name of reference is in candidate, with its shape
   std::string missing;       // the first name that is not (or has another shape)
-  B max_abs_difference{0};   // max_i |candidate_i − reference_i| over every entry of every name
+  B max_abs_difference{0};   // max_i |candidate_i − reference_i| over every entry of every name; NaN
+                             // where any difference is NaN (so that no tolerance accepts it)
   B scale{0};                // max_i |reference_i| over the same entries
   std::string worst;         // the name holding the largest difference
 };
@@ -33,7 +34,9 @@ gradient_difference<B> compare_gradients(const gradients<B>& candidate, const gr
     for (std::size_t i = 0; i < r.size(); ++i) {
       const B diff = abs(B(c->data()[i] - r.data()[i]));
       const B mag = abs(r.data()[i]);
-      if (diff > d.max_abs_difference) {
+      // A NaN difference (a NaN on either side) wins and stays: `diff > max` alone would skip it.
+      const bool nan_so_far = !(d.max_abs_difference == d.max_abs_difference);
+      if (!nan_so_far && !(diff <= d.max_abs_difference)) {
         d.max_abs_difference = diff;
         d.worst = r.name();
       }

@@ -24,6 +24,7 @@
 //   5. 𝒯 = (I + A)⁻¹:    dA = −𝒯ᵀ d𝒯 𝒯ᵀ, read on the strictly lower triangle (the entries A has)
 //   6. A, X, Y → r, e, w, v, ρ, Γ (products: each factor gets the cotangent times the others)
 //   7. ρ_tj = Γ_t ⊙ Γ⁻_j:   dΓ_t += dρ_tj ⊙ Γ⁻_j ;  dΓ⁻_j += dρ_tj ⊙ Γ_t
+//      (a strongly decaying chunk, ρ_tj = e^{G_t − G_j}: dG_t += dρ_tj ⊙ ρ_tj, dG_j −= dρ_tj ⊙ ρ_tj)
 //   8. decays, inside the chunk: log gates G_t = Σ_{s≤t} g_s, Γ = e^G, Γ⁻ = e^{−G}:
 //        dG_t = dΓ_t Γ_t − dΓ⁻_t Γ⁻_t,  dg_s = Σ_{t≥s} dG_t (a reverse cumulative sum);
 //      linear decays P_t = Π_{s≤t} α_s, Γ = P, Γ⁻ = 1/P:
@@ -183,22 +184,32 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
             dvalue[t][j] = c.r[t] * dY[t][j];
           }
         }
-        // 7. ρ_tj = Γ_t ⊙ Γ⁻_j.
+        // 7. ρ_tj = Γ_t ⊙ Γ⁻_j; in a strongly decaying chunk ρ_tj = e^{G_t − G_j} (no Γ⁻ formed), whose
+        //    cotangent goes to the summed log gates directly: dG_t += dρ_tj ρ_tj, dG_j −= dρ_tj ρ_tj
+        //    (held in dGi there).
         for (std::size_t t = 0; t < n; ++t)
           for (std::size_t j = 0; j <= t; ++j)
             for (std::size_t i = 0; i < K; ++i) {
-              dG[t][i] += drho[t][j][i] * c.gamma_inv[j][i];
-              dGi[j][i] += drho[t][j][i] * c.gamma[t][i];
+              if (c.factored) {
+                dG[t][i] += drho[t][j][i] * c.gamma_inv[j][i];
+                dGi[j][i] += drho[t][j][i] * c.gamma[t][i];
+              } else {
+                const T d = drho[t][j][i] * c.ratio(t, j, i);
+                dGi[t][i] += d;
+                dGi[j][i] -= d;
+              }
             }
-        // 8. Decays inside the chunk (dG holds dΓ, dGi holds dΓ⁻ so far).
+        // 8. Decays inside the chunk (dG holds dΓ, dGi holds dΓ⁻, or in a strongly decaying chunk the
+        //    log gates' cotangent from ρ, so far).
         if (p.decays()) {
           std::vector<T> suffix(K, T(0));
           std::vector<std::vector<T>> d_gate(n, std::vector<T>(K, T(0)));
           for (std::size_t t = n; t-- > 0;)
             for (std::size_t i = 0; i < K; ++i) {
               if (p.gates() == gate_space::log) {
-                suffix[i] += dG[t][i] * c.gamma[t][i] - dGi[t][i] * c.gamma_inv[t][i];  // dG_t
-                d_gate[t][i] = suffix[i];                                               // dg_t = Σ_{s≥t} dG_s
+                suffix[i] += c.factored ? T(dG[t][i] * c.gamma[t][i] - dGi[t][i] * c.gamma_inv[t][i])  // dG_t
+                                        : T(dG[t][i] * c.gamma[t][i] + dGi[t][i]);
+                d_gate[t][i] = suffix[i];  // dg_t = Σ_{s≥t} dG_s
               } else {
                 const T& P = c.gamma[t][i];
                 suffix[i] += (dG[t][i] - dGi[t][i] * c.gamma_inv[t][i] * c.gamma_inv[t][i]) * P;  // dP_t P_t

@@ -26,10 +26,14 @@
 // U = 𝒯 V, and the carry writes along κ. For GLA, A = 0, 𝒯 = I, W = 0, Ũ = V: fla's chunk_gla.
 //
 // Decays, as fla: log gates are summed inside the chunk (G_t = cumsum g, Γ_t = e^{G_t}) and the
-// ratio is factored ρ_tj = e^{G_t} · e^{−G_j} (fla's chunk_kda does the same; MPFR has the exponent
-// range for it, binary64 overflows when a chunk's gates sum below about −709, as fla's would
-// without its gate clamp). Linear decays use the cumulative product and its reciprocal,
-// ρ_tj = Γ_t · (1/Γ_j): exact over rationals (Γ_j > 0 since every α ∈ (0, 1]).
+// ratio is factored ρ_tj = e^{G_t} · e^{−G_j} (fla's chunk_kda does the same) while the chunk's decay
+// stays within e^{−64} in every channel (G_{n−1} ≥ factored_log_decay_floor): both factors are then
+// normal binary32 numbers with room to spare. A chunk that decays further (strong decay) takes the
+// difference first, ρ_tj = e^{G_t − G_j} ≤ 1, and never forms e^{−G} (which overflows binary32 below
+// about −88 and binary64 below −709; fla clamps its gates instead). The choice depends on the gates
+// alone, the same in every scalar type and in gpu/'s kernel and twin. Linear decays use the
+// cumulative product and its reciprocal, ρ_tj = Γ_t · (1/Γ_j): exact over rationals (Γ_j > 0 since
+// every α ∈ (0, 1]).
 //
 // Tensor cores (scalar/operand_rounding.hpp; docs/error-model.md, "Tensor-core tiers"): every operand
 // of the matrix products A, 𝒯X, 𝒯Y, WS, the inter-chunk read (Γ ⊙ τQ) S, the scores, scores · Ũ and
@@ -38,7 +42,8 @@
 // associated as a kernel forms them: (ρ w) first, or, inside a factored_decays_scope, factored as
 // fla's chunk_kda and KalmanOracle's own kernel (gpu/) factor them on the tensor cores,
 // (Γ_t e_t)(Γ_j⁻¹ w_j) and (Γ_t τq_t)(Γ_j⁻¹ w_j) (the same terms; to first order the same bound: each
-// factor one operand rounding, one binary32 product). Without a tensor_core_scope every bit is as before.
+// factor one operand rounding, one binary32 product); a strongly decaying chunk, which has no
+// factors, is associated (ρ w) first either way. Without a tensor_core_scope every bit is as before.
 #pragma once
 
 #include <algorithm>
@@ -53,12 +58,19 @@
 #include "kalman_oracle/models/wy_chunk_error_bound.hpp"
 #include "kalman_oracle/models/wy_pseudo_value_error_bound.hpp"
 #include "kalman_oracle/scalar/operand_rounding.hpp"
+#include "kalman_oracle/scalar/traits.hpp"
 
 namespace kalman_oracle {
 
 /// The chunk size of fla's chunked kernels (BT = 64): the default of the chunked WY form here and of
 /// the KDN parallel forms' memory (models/kdn_parallel.hpp).
 inline constexpr std::size_t default_wy_chunk_size = 64;
+
+/// The lowest summed log gate (natural log) at which a chunk's decay ratios are still factored,
+/// ρ_tj = e^{G_t} · e^{−G_j} (see the top): e^{±64} keeps both factors normal binary32 numbers
+/// (e^{−64} ≈ 1.6·10⁻²⁸, e^{64} ≈ 6.2·10²⁷) with room for the keys they multiply. Below it the
+/// ratio is e^{G_t − G_j}, taken difference first. gpu/'s delta-rule kernel and twin use the same floor.
+inline constexpr double factored_log_decay_floor = -64;
 
 namespace detail::fixed_gain {
 /// This thread's choice (factored_decays_scope): under tensor cores, A and the scores from the
@@ -89,21 +101,34 @@ namespace detail::fixed_gain {
 template <class T>
 struct chunk_decays {
   std::vector<std::vector<T>> gamma, gamma_inv;
+  std::vector<std::vector<T>> log_sum;  ///< G_t per channel (log gates only; empty otherwise)
+  bool factored = true;                 ///< ρ_tj = Γ_t · Γ_j⁻¹ (else e^{G_t − G_j}; log gates only)
 };
 
 template <class T>
 chunk_decays<T> cumulative_decays(const problem<T>& p, std::size_t b, std::size_t h, std::size_t c0, std::size_t n) {
   const std::size_t K = p.key_dim();
-  chunk_decays<T> d{std::vector<std::vector<T>>(n, std::vector<T>(K, T(1))),
-                    std::vector<std::vector<T>>(n, std::vector<T>(K, T(1)))};
+  chunk_decays<T> d;
+  d.gamma.assign(n, std::vector<T>(K, T(1)));
+  d.gamma_inv.assign(n, std::vector<T>(K, T(1)));
   if (!p.decays()) return d;
   if (p.gates() == gate_space::log) {
     std::vector<T> G(K, T(0));  // cumsum of the log gates
+    d.log_sum.assign(n, std::vector<T>(K, T(0)));
     for (std::size_t t = 0; t < n; ++t)
       for (std::size_t i = 0; i < K; ++i) {
         G[i] += p.gate(b, c0 + t, h, i);
-        d.gamma[t][i] = decay_of_log_gate(G[i]);          // Γ_t = e^{G_t}
-        d.gamma_inv[t][i] = decay_of_log_gate(T(-G[i]));  // 1/Γ_t = e^{−G_t}
+        d.log_sum[t][i] = G[i];
+      }
+    // Factored only while every channel's decay over the chunk stays above e^{floor} (G is
+    // non-increasing: log gates are <= 0).
+    for (std::size_t i = 0; i < K && n > 0; ++i)
+      if (!(to_double(d.log_sum[n - 1][i]) >= factored_log_decay_floor)) d.factored = false;
+    for (std::size_t t = 0; t < n; ++t)
+      for (std::size_t i = 0; i < K; ++i) {
+        d.gamma[t][i] = decay_of_log_gate(d.log_sum[t][i]);  // Γ_t = e^{G_t}
+        // 1/Γ_t = e^{−G_t}, formed only where it is used (it overflows where the chunk decays strongly).
+        d.gamma_inv[t][i] = d.factored ? decay_of_log_gate(T(-d.log_sum[t][i])) : T(0);
       }
   } else {
     std::vector<T> P(K, T(1));  // cumulative product of the decays
@@ -126,9 +151,14 @@ struct wy_chunk {
   std::size_t n = 0;
   std::vector<T> r;
   std::vector<std::vector<T>> e, w, v, q, sq, gamma, gamma_inv, Tm, X, Y, W, U;  // U holds Ũ
+  std::vector<std::vector<T>> log_sum;                                           ///< G_t per channel (log gates only)
+  bool factored = true;  ///< the decay ratios factored, Γ_t · Γ_j⁻¹ (see the top)
 
-  /// ρ_tj,i: the decay of channel i from just after token j to token t.
-  T ratio(std::size_t t, std::size_t j, std::size_t i) const { return gamma[t][i] * gamma_inv[j][i]; }
+  /// ρ_tj,i: the decay of channel i from just after token j to token t (j <= t): Γ_t · Γ_j⁻¹, or
+  /// e^{G_t − G_j} in a strongly decaying chunk.
+  T ratio(std::size_t t, std::size_t j, std::size_t i) const {
+    return factored ? T(gamma[t][i] * gamma_inv[j][i]) : decay_of_log_gate(T(log_sum[t][i] - log_sum[j][i]));
+  }
 };
 
 /// W = 𝒯X (n x K, stored in `W`) and the pseudo-values Ũ = 𝒯Y − W S (n x V, returned), every
@@ -183,6 +213,8 @@ wy_chunk<T> wy_chunk_forward(const problem<T>& p, std::size_t b, std::size_t h, 
   chunk_decays<T> decays = cumulative_decays(p, b, h, c0, n);
   c.gamma = std::move(decays.gamma);
   c.gamma_inv = std::move(decays.gamma_inv);
+  c.log_sum = std::move(decays.log_sum);
+  c.factored = decays.factored;
 
   const bool tensor_core = tensor_core_active<T>();
   // 𝒯 = (I + A)⁻¹ with A_tj = r_t e_tᵀ diag(ρ_tj) w_j (j < t): forward substitution on the
@@ -194,7 +226,7 @@ wy_chunk<T> wy_chunk_forward(const problem<T>& p, std::size_t b, std::size_t h, 
       for (std::size_t t = 0; t < n; ++t)
         for (std::size_t j = 0; j < t; ++j) {
           T dot(0);
-          if (tensor_core && factored_decays)  // the operands: Γ_t ⊙ e_t and Γ_j⁻¹ ⊙ w_j
+          if (tensor_core && factored_decays && c.factored)  // the operands: Γ_t ⊙ e_t and Γ_j⁻¹ ⊙ w_j
             for (std::size_t i = 0; i < K; ++i)
               dot += round_operand(T(c.gamma[t][i] * c.e[t][i])) * round_operand(T(c.gamma_inv[j][i] * c.w[j][i]));
           else if (tensor_core)  // the operands: e_t and ρ_tj ⊙ w_j
@@ -264,7 +296,7 @@ std::vector<std::vector<T>> wy_outputs(const wy_chunk<T>& c, const std::vector<T
     }
     for (std::size_t m = 0; m <= t; ++m) {
       T score(0);
-      if (tensor_core && factored_decays)  // the operands: Γ_t ⊙ τ q_t (the inter-chunk read's) and Γ_m⁻¹ ⊙ w_m
+      if (tensor_core && factored_decays && c.factored)  // the operands: Γ_t ⊙ τ q_t and Γ_m⁻¹ ⊙ w_m
         for (std::size_t i = 0; i < K; ++i)
           score += round_operand(T(c.gamma[t][i] * c.sq[t][i])) * round_operand(T(c.gamma_inv[m][i] * c.w[m][i]));
       else if (tensor_core)  // the operands: τ q_t and ρ_tm ⊙ w_m
