@@ -394,6 +394,48 @@ __device__ long long prepare_clocks[prepare_clock_blocks * prepare_clock_marks];
   } while (0)
 #endif
 
+/// A strongly decaying chunk's A (before β) and scores, per pair m <= t off the tensor cores (the twin's
+/// association, twin/delta_rule_chunked_twin.hpp): ρ_tmi = e^{G_ti − G_mi}, z = bf(ρ_tmi w_mi),
+/// A_tm = Σ_i bf(k_ti) z, scores_tm = Σ_i bf(τq_ti) z, binary32 sums in channel order; pairs past the
+/// chunk or above the diagonal get 0. The summed gates G share A's room, so they are first copied to
+/// `gates` (the room of Γ⁻¹w and Γτq, which such a chunk does not use: 2C(K + 8) bf16 ≥ CK floats).
+/// Taken only where e^{−G} would overflow: no fast path. Written without per-thread arrays or calls:
+/// versions that held the pairs in registers (the launch at 128 registers, from 115), in local memory,
+/// or behind a __noinline__ call each slowed the prepare launch by 4% to 37% on the H200 though no
+/// chunk took this path.
+template <class In>
+__device__ __forceinline__ void strongly_decaying_pairs(const reader<In>& in, const delta_rule_problem& p,
+                                                        const float* G, int ldg, float* gates, int c0, int n, float* A,
+                                                        float* scores) {
+  const int K = p.key_dim;
+  const bool per_channel = p.gate == delta_rule_gate::per_channel;
+  const int width = per_channel ? K : 1;  // a gate per channel, or one per head (no gate: never here)
+  for (int x = threadIdx.x; x < chunk * width; x += prepare_threads)
+    gates[x] = per_channel ? G[(x / K) * ldg + x % K] : G[x];
+  __syncthreads();
+  for (int x = threadIdx.x; x < chunk * chunk; x += prepare_threads) {
+    const int t = x / chunk, m = x % chunk;
+    float a = 0.0f, s = 0.0f;
+    if (m <= t && t < n)
+      for (int i0 = 0; i0 < K; i0 += 8) {
+        float key[8], query[8], write[8];
+        in.k_eight(c0 + t, i0, key);
+        in.q_eight(c0 + t, i0, query);
+        if (in.writes_kappa())
+          in.kappa_eight(c0 + m, i0, write);
+        else
+          in.k_eight(c0 + m, i0, write);
+        for (int u = 0; u < 8; ++u) {
+          const float gt = gates[per_channel ? t * K + i0 + u : t], gm = gates[per_channel ? m * K + i0 + u : m];
+          const float z = round_to_bf16(mul_rn(exp_f32(add_rn(gt, -gm)), write[u]));
+          a = fma_rn(round_to_bf16(key[u]), z, a);
+          s = fma_rn(round_to_bf16(mul_rn(p.tau, query[u])), z, s);
+        }
+      }
+    A[t * ld_scores + m] = a, scores[t * ld_scores + m] = s;
+  }
+}
+
 template <class In, int KD, int VD>
 __global__ void __launch_bounds__(prepare_threads, 2)
     delta_rule_prepare_kernel(const delta_rule_problem p, const workspace_views ws, const int chunks) {
@@ -460,72 +502,101 @@ __global__ void __launch_bounds__(prepare_threads, 2)
     last[tid] = exp_f32(gate_sum(n - 1, tid));
     ws.last[hc * K + tid] = last[tid];
   }
-  __syncthreads();
+  // Factored decays (Γk, Γ⁻¹w on the tensor cores) unless some channel decays past e^{floor} over the
+  // chunk (strong decay, where e^{−G} overflows: then per pair, below; models/delta_rule_chunk.cuh).
+  const bool factored = __syncthreads_and(tid >= K || gate_sum(n - 1, tid) >= delta_rule_factored_log_decay_floor);
   KALMAN_ORACLE_PREPARE_MARK(3);
   // Operands, a thread eight channels of a token: Γk, Γ⁻¹w (w = κ or k), Γτq, the carry's keys
   // w ⊙ Γ_last Γ⁻¹ and X = β Γ k (rounded from the unrounded Γk, as the twin does); bf(Γτq) and the keys
   // also to the workspace, X into 𝒯's room in shared memory (GLA: into W's place in the workspace).
-  for (int x = tid; x < chunk * groups; x += prepare_threads) {
-    const int t = x / groups, i0 = x % groups * 8;
-    float key[8] = {0, 0, 0, 0, 0, 0, 0, 0}, write[8], query[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    if (t < n) {
-      in.k_eight(c0 + t, i0, key);
-      in.q_eight(c0 + t, i0, query);
-    }
-    if (t < n && in.writes_kappa()) {
-      in.kappa_eight(c0 + t, i0, write);
-    } else {
+  // Compiled twice (factored or not), so that the factored chunks run exactly the loop they ran before
+  // strongly decaying chunks had their own path.
+  const auto operands = [&](auto factored_tag) {
+    constexpr bool factored = decltype(factored_tag)::value;
+    for (int x = tid; x < chunk * groups; x += prepare_threads) {
+      const int t = x / groups, i0 = x % groups * 8;
+      float key[8] = {0, 0, 0, 0, 0, 0, 0, 0}, write[8], query[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      if (t < n) {
+        in.k_eight(c0 + t, i0, key);
+        in.q_eight(c0 + t, i0, query);
+      }
+      if (t < n && in.writes_kappa()) {
+        in.kappa_eight(c0 + t, i0, write);
+      } else {
 #pragma unroll
-      for (int u = 0; u < 8; ++u) write[u] = key[u];
-    }
-    // The decays: none without a gate (Γ = Γ⁻¹ = 1, what e^0 gives), one pair a token for a gate per head.
-    float gamma[8], inverse[8];
-    if (p.gate == delta_rule_gate::per_channel) {
+        for (int u = 0; u < 8; ++u) write[u] = key[u];
+      }
+      // The decays: none without a gate (Γ = Γ⁻¹ = 1, what e^0 gives), one pair a token for a gate per head.
+      // A strongly decaying chunk forms no Γ⁻¹: its carry keys take e^{G_last − G_t} (`inverse` holds that).
+      float gamma[8], inverse[8];
+      if (p.gate == delta_rule_gate::per_channel) {
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const float sum = t < n ? G[t * ldg + i0 + u] : 0.0f;
+          gamma[u] = exp_f32(sum);
+          if constexpr (factored)
+            inverse[u] = exp_f32(-sum);
+          else
+            inverse[u] = exp_f32(add_rn(G[(n - 1) * ldg + i0 + u], -sum));
+        }
+      } else {
+        const float sum = p.gate == delta_rule_gate::per_head && t < n ? G[t] : 0.0f;
+        const float one_gamma = sum == 0.0f ? 1.0f : exp_f32(sum);
+        float one_inverse;
+        if constexpr (factored)
+          one_inverse = sum == 0.0f ? 1.0f : exp_f32(-sum);
+        else
+          one_inverse = exp_f32(add_rn(gate_sum(n - 1, 0), -sum));
+#pragma unroll
+        for (int u = 0; u < 8; ++u) gamma[u] = one_gamma, inverse[u] = one_inverse;
+      }
+      float key_g[8], write_g[8], query_g[8], carry_key[8], X[8];
 #pragma unroll
       for (int u = 0; u < 8; ++u) {
-        const float sum = t < n ? G[t * ldg + i0 + u] : 0.0f;
-        gamma[u] = exp_f32(sum), inverse[u] = exp_f32(-sum);
+        const float gk = mul_rn(gamma[u], key[u]);
+        const bool real = t < n;  // rows past the chunk's last token are zero
+        key_g[u] = real ? gk : 0.0f;
+        X[u] = real ? mul_rn(beta[t], gk) : 0.0f;
+        write_g[u] = real && factored ? mul_rn(inverse[u], write[u]) : 0.0f;
+        query_g[u] = real ? mul_rn(gamma[u], mul_rn(p.tau, query[u])) : 0.0f;
+        if constexpr (factored)
+          carry_key[u] = real ? mul_rn(mul_rn(last[i0 + u], inverse[u]), write[u]) : 0.0f;
+        else
+          carry_key[u] = real ? mul_rn(inverse[u], write[u]) : 0.0f;
       }
-    } else {
-      const float sum = p.gate == delta_rule_gate::per_head && t < n ? G[t] : 0.0f;
-      const float one_gamma = sum == 0.0f ? 1.0f : exp_f32(sum), one_inverse = sum == 0.0f ? 1.0f : exp_f32(-sum);
-#pragma unroll
-      for (int u = 0; u < 8; ++u) gamma[u] = one_gamma, inverse[u] = one_inverse;
+      store_eight(kg + t * ldk + i0, key_g);
+      store_eight(kn + t * ldk + i0, write_g);
+      store_eight(qg + t * ldk + i0, query_g);
+      const long long row = (hc * chunk + t) * K + i0;
+      store_eight(ws.Q + row, query_g);
+      store_eight(ws.carry_keys + row, carry_key);
+      if (erases)
+        store_eight(Xs + t * ldk + i0, X);
+      else
+        store_eight(ws.W + row, X);  // GLA: the state launch copies W but uses none of it; written all the same
     }
-    float key_g[8], write_g[8], query_g[8], carry_key[8], X[8];
-#pragma unroll
-    for (int u = 0; u < 8; ++u) {
-      const float gk = mul_rn(gamma[u], key[u]);
-      const bool real = t < n;  // rows past the chunk's last token are zero
-      key_g[u] = real ? gk : 0.0f;
-      X[u] = real ? mul_rn(beta[t], gk) : 0.0f;
-      write_g[u] = real ? mul_rn(inverse[u], write[u]) : 0.0f;
-      query_g[u] = real ? mul_rn(gamma[u], mul_rn(p.tau, query[u])) : 0.0f;
-      carry_key[u] = real ? mul_rn(mul_rn(last[i0 + u], inverse[u]), write[u]) : 0.0f;
-    }
-    store_eight(kg + t * ldk + i0, key_g);
-    store_eight(kn + t * ldk + i0, write_g);
-    store_eight(qg + t * ldk + i0, query_g);
-    const long long row = (hc * chunk + t) * K + i0;
-    store_eight(ws.Q + row, query_g);
-    store_eight(ws.carry_keys + row, carry_key);
-    if (erases)
-      store_eight(Xs + t * ldk + i0, X);
-    else
-      store_eight(ws.W + row, X);  // GLA: the state launch copies W but uses none of it; written all the same
-  }
+  };
+  if (factored)
+    operands(std::true_type{});
+  else
+    operands(std::false_type{});
   __syncthreads();
   KALMAN_ORACLE_PREPARE_MARK(4);
-  // A = (Γk)(Γ⁻¹w)ᵀ (erasing rules) and the scores (Γτq)(Γ⁻¹w)ᵀ, the lower tiles, on the tensor cores.
-  for_each_tile<prepare_warps>(chunk, 2 * chunk, [&](int t0, int m0) {
-    const bool is_scores = m0 >= chunk;
-    const int m = is_scores ? m0 - chunk : m0;
-    frag_acc acc;
-    wmma::fill_fragment(acc, 0.0f);
-    if (m <= t0 && (is_scores || erases))
-      mma_steps<frag_a_row, frag_b_col>(acc, (is_scores ? qg : kg) + t0 * ldk, ldk, 16, kn + m * ldk, ldk, 16, K / 16);
-    wmma::store_matrix_sync((is_scores ? scores : A) + t0 * ld_scores + m, acc, ld_scores, wmma::mem_row_major);
-  });
+  if (factored) {
+    // A = (Γk)(Γ⁻¹w)ᵀ (erasing rules) and the scores (Γτq)(Γ⁻¹w)ᵀ, the lower tiles, on the tensor cores.
+    for_each_tile<prepare_warps>(chunk, 2 * chunk, [&](int t0, int m0) {
+      const bool is_scores = m0 >= chunk;
+      const int m = is_scores ? m0 - chunk : m0;
+      frag_acc acc;
+      wmma::fill_fragment(acc, 0.0f);
+      if (m <= t0 && (is_scores || erases))
+        mma_steps<frag_a_row, frag_b_col>(acc, (is_scores ? qg : kg) + t0 * ldk, ldk, 16, kn + m * ldk, ldk, 16,
+                                          K / 16);
+      wmma::store_matrix_sync((is_scores ? scores : A) + t0 * ld_scores + m, acc, ld_scores, wmma::mem_row_major);
+    });
+  } else {
+    strongly_decaying_pairs(in, p, G, ldg, reinterpret_cast<float*>(kn), c0, n, A, scores);
+  }
   __syncthreads();
   KALMAN_ORACLE_PREPARE_MARK(5);
   // β ⊙ A, strictly lower; P = bf(scores), causal with the diagonal, to the workspace: eight a thread-step.

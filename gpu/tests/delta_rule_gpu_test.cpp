@@ -1,5 +1,6 @@
-// On the GPU (label `gpu`): the chunked delta-rule kernel on random problems (every rule and gate, T at
-// the chunk edges and 0, K and V from 16 to 128, grouped value heads, an initial state or none), with the
+// On the GPU (label `gpu`): the chunked delta-rule kernel on random problems (every rule and gate, strong
+// decay among them, T at the chunk edges and 0, K and V from 16 to 128, grouped value heads, an initial
+// state or none), with the
 // outputs poisoned with NaN first: every output written and finite, the same bits when run again, and
 // kernel and twin each within the bf16-tc budget of the binary64 chunked form run on the spot
 // (check/fixed_gain_tensor_core_budget.hpp), so that they agree to the stated bound
@@ -79,6 +80,7 @@ TEST_CASE("gpu: the chunked delta-rule kernel writes every output, the same bits
     delta_rule_gate gate;
     int B, T, H, group, K, V;
     bool initial;
+    float gate_scale = 1;  // the log gates, drawn in [−0.2, 0], times this
   };
   const shape shapes[] = {
       {delta_rule_kind::beta_form, delta_rule_gate::none, 1, 1, 1, 1, 16, 16, false},
@@ -94,6 +96,13 @@ TEST_CASE("gpu: the chunked delta-rule kernel writes every output, the same bits
       {delta_rule_kind::beta_form, delta_rule_gate::per_channel, 1, 257, 2, 1, 128, 128, true},
       {delta_rule_kind::beta_form, delta_rule_gate::none, 1, 127, 1, 2, 128, 128, true},
       {delta_rule_kind::two_key, delta_rule_gate::per_channel, 1, 96, 1, 1, 128, 128, true},
+      // Strong decay (models/delta_rule_chunk.cuh, delta_rule_factored_log_decay_floor): gates up to −4 a
+      // token put the full chunks past e^{−64} and leave the short last chunk factored; up to −120, every
+      // chunk past binary32's e^{−G}.
+      {delta_rule_kind::beta_form, delta_rule_gate::per_channel, 1, 130, 2, 1, 128, 128, true, 20},
+      {delta_rule_kind::beta_form, delta_rule_gate::per_head, 2, 97, 1, 1, 64, 64, true, 600},
+      {delta_rule_kind::gla, delta_rule_gate::per_channel, 1, 70, 1, 2, 32, 32, true, 20},
+      {delta_rule_kind::two_key, delta_rule_gate::per_channel, 1, 100, 1, 1, 128, 128, true, 600},
   };
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> unit(-1, 1), positive(0, 1), gate(-0.2f, 0);
@@ -107,7 +116,7 @@ TEST_CASE("gpu: the chunked delta-rule kernel writes every output, the same bits
     for (float& x : q) x = unit(rng);
     for (float& x : v) x = unit(rng);
     for (float& x : beta) x = positive(rng);
-    for (float& x : g) x = gate(rng);
+    for (float& x : g) x = s.gate_scale * gate(rng);
     for (float& x : initial) x = unit(rng);
     for (float& x : kappa) x = unit(rng) / static_cast<float>(s.K);  // |κ_t k_tᵀ| below 1
     for (std::size_t r = 0; r < k.size() / s.K; ++r) {               // unit keys
@@ -174,9 +183,10 @@ TEST_CASE("gpu: the chunked delta-rule kernel writes every output, the same bits
                     [&](std::size_t e) { return static_cast<std::size_t>((b * HV + h) * K * V) + e; });
           }
         std::printf(
-            "delta_rule rule=%d gate=%d T=%d K=%d V=%d: kernel - twin at most %.3g (largest |reference| %.3g); "
-            "the kernel's error at most %.3g of its bf16-tc budget\n",
-            static_cast<int>(s.rule), static_cast<int>(s.gate), s.T, s.K, s.V, apart, largest, worst_share);
+            "delta_rule rule=%d gate=%d (x%g) T=%d K=%d V=%d: kernel - twin at most %.3g (largest |reference| "
+            "%.3g); the kernel's error at most %.3g of its bf16-tc budget\n",
+            static_cast<int>(s.rule), static_cast<int>(s.gate), static_cast<double>(s.gate_scale), s.T, s.K, s.V, apart,
+            largest, worst_share);
       } else {
         CHECK(o == first_o);
         CHECK(state == first_state);

@@ -23,6 +23,12 @@ KALMAN_ORACLE_HD float round_to_bf16(float x) {
   return float_from_bits(rounded);
 }
 
+/// The lowest summed log gate at which a chunk's decay ratios are factored, ρ_tm = e^{G_t} · e^{−G_m}
+/// (A and the scores then come from the tensor cores' products of (Γk), (Γτq) and (Γ⁻¹w)); a chunk with
+/// a channel below it takes ρ_tm = e^{G_t − G_m} per pair instead, as the reference's chunked form does
+/// (models/fixed_gain_chunked.hpp, factored_log_decay_floor, which the twin checks this equals).
+constexpr float delta_rule_factored_log_decay_floor = -64.0f;
+
 /// e^x in binary32 (the decay of a summed log gate): the device's expf, the host's std::exp; the two
 /// may differ in the last bit (one of the places kernel and twin part).
 KALMAN_ORACLE_HD float exp_f32(float x) {

@@ -7,7 +7,11 @@
 //   Ũ       U = bf(𝒯) bf(β v), W = bf(𝒯) bf(β Γ k), Ũ = U − bf(W) bf(S)         (GLA: Ũ = bf(v))
 //   o       o_t = Σ_i bf(Γ_ti τq_ti) bf(S_i) + Σ_{m<=t} bf(Σ_i bf(Γ_ti τq_ti) bf(Γ⁻¹_mi w_mi)) bf(Ũ_m)
 //   carry   S' = Γ_last ⊙ S + Σ_m bf(w_m ⊙ Γ_last Γ⁻¹_m) bf(Ũ_m)ᵀ
-// with the write key w = κ for the two-key rule (β = 1 there), w = k otherwise
+// with the write key w = κ for the two-key rule (β = 1 there), w = k otherwise. A chunk in which some
+// channel's G_{n−1} is below delta_rule_factored_log_decay_floor (strong decay: e^{−G} would overflow)
+// forms no Γ⁻¹; per pair m <= t, ρ_tmi = e^{G_ti − G_mi} and z_tmi = bf(ρ_tmi w_mi), and
+//   A_tm = β_t · Σ_i bf(k_ti) z_tmi,   P_tm = bf(Σ_i bf(τq_ti) z_tmi),   carry keys bf(e^{G_last − G_m} w_m)
+// (the reference's association for such chunks; the kernel computes these per pair, off the tensor cores)
 // (bf: round_to_bf16, a tensor-core operand; every sum of products in binary32 from +0 in index
 // order, each product exact). That is the reference's chunked WY form (models/fixed_gain_chunked.hpp)
 // with A and the scores factored as fla factors them, (Γ k)(Γ⁻¹ k)ᵀ, which the tier's first-order
@@ -21,8 +25,12 @@
 #include "kalman_oracle/detail/mutant.hpp"
 #include "kalman_oracle/gpu/delta_rule_chunked.hpp"
 #include "kalman_oracle/gpu/models/delta_rule_chunk.cuh"
+#include "kalman_oracle/models/fixed_gain_chunked.hpp"
 
 namespace kalman_oracle::gpu {
+
+static_assert(double(delta_rule_factored_log_decay_floor) == factored_log_decay_floor,
+              "the kernel factors its decays exactly where the reference's chunked form does");
 
 namespace detail {
 
@@ -79,17 +87,35 @@ void delta_rule_head_twin(const delta_rule_problem& p, long long b, long long h)
       beta[t] = in.beta(c0 + t);
       for (int i = 0; i < K; ++i) sum[i] = add_rn(sum[i], in.g(c0 + t, i)), at(G, K, t, i) = sum[i];
     }
+    bool factored = true;  // every channel's decay over the chunk within e^{floor} (see the top)
+    for (int i = 0; i < K; ++i) factored = factored && at(G, K, n - 1, i) >= delta_rule_factored_log_decay_floor;
     for (int t = 0; t < n; ++t)
       for (int i = 0; i < K; ++i) {
-        const float gamma = exp_f32(at(G, K, t, i)), inverse = exp_f32(-at(G, K, t, i));
+        const float gamma = exp_f32(at(G, K, t, i)), inverse = factored ? exp_f32(-at(G, K, t, i)) : 0.0f;
         const float last = exp_f32(at(G, K, n - 1, i));
         const float key = in.k(c0 + t, i), write = in.w(c0 + t, i), gk = mul_rn(gamma, key);
         at(kg, K, t, i) = round_to_bf16(gk);
         at(kn, K, t, i) = round_to_bf16(mul_rn(inverse, write));
         at(qg, K, t, i) = round_to_bf16(mul_rn(gamma, mul_rn(p.tau, in.q(c0 + t, i))));
-        at(kl, K, t, i) = round_to_bf16(mul_rn(mul_rn(last, inverse), write));
+        at(kl, K, t, i) = round_to_bf16(factored ? mul_rn(mul_rn(last, inverse), write)
+                                                 : mul_rn(exp_f32(add_rn(at(G, K, n - 1, i), -at(G, K, t, i))), write));
         at(X, K, t, i) = round_to_bf16(mul_rn(beta[t], gk));
       }
+    // A strongly decaying chunk's pair terms (m <= t): A_tm's sum (before β_t) and P_tm's, unrounded.
+    std::vector<float> pair_A, pair_P;
+    if (!factored) {
+      pair_A.assign(static_cast<std::size_t>(n) * n, 0.0f), pair_P.assign(pair_A.size(), 0.0f);
+      for (int t = 0; t < n; ++t)
+        for (int m = 0; m <= t; ++m) {
+          float a = 0.0f, s = 0.0f;
+          for (int i = 0; i < K; ++i) {
+            const float z = round_to_bf16(mul_rn(exp_f32(add_rn(at(G, K, t, i), -at(G, K, m, i))), in.w(c0 + m, i)));
+            a = fma_rn(round_to_bf16(in.k(c0 + t, i)), z, a);
+            s = fma_rn(round_to_bf16(mul_rn(p.tau, in.q(c0 + t, i))), z, s);
+          }
+          at(pair_A, n, t, m) = a, at(pair_P, n, t, m) = s;
+        }
+    }
 
     // Ũ (n x V): the pseudo-values.
     std::vector<float> U(static_cast<std::size_t>(n) * V), Sb(S.size());
@@ -102,7 +128,10 @@ void delta_rule_head_twin(const delta_rule_problem& p, long long b, long long h)
       for (int t = 0; t < n; ++t)
         for (int m = 0; m < t; ++m) {
           float dot = 0.0f;
-          for (int i = 0; i < K; ++i) dot = fma_rn(at(kg, K, t, i), at(kn, K, m, i), dot);
+          if (factored)
+            for (int i = 0; i < K; ++i) dot = fma_rn(at(kg, K, t, i), at(kn, K, m, i), dot);
+          else
+            dot = at(pair_A, n, t, m);
           at(A, n, t, m) = mul_rn(beta[t], dot);
         }
       for (int j = 0; j < n; ++j) {
@@ -135,7 +164,10 @@ void delta_rule_head_twin(const delta_rule_problem& p, long long b, long long h)
       std::vector<float> P(n, 0.0f);
       for (int m = 0; m <= t; ++m) {
         float s = 0.0f;
-        for (int i = 0; i < K; ++i) s = fma_rn(at(qg, K, t, i), at(kn, K, m, i), s);
+        if (factored)
+          for (int i = 0; i < K; ++i) s = fma_rn(at(qg, K, t, i), at(kn, K, m, i), s);
+        else
+          s = at(pair_P, n, t, m);
         P[m] = round_to_bf16(s);
       }
       for (int j = 0; j < V; ++j) {
