@@ -28,6 +28,9 @@
 // so ‖𝒯‖_F ≤ 2n; ‖Y − X S‖_F ≤ 2√n M; ‖Ũ‖_F ≤ 4 n^{3/2} M.
 // Rounding: the decay ratios ρ = Γ_t · Γ_j⁻¹ (Γ = e^{cumsum g}) carry a relative error
 //     δ_ρ = (2n + 2)(1 + n g_max) u     (cumsum: n² g_max u absolute in G, hence relative in e^G)
+// and so do the ratios of a strongly decaying chunk, e^{Ĝ_t − Ĝ_j} (models/fixed_gain_chunked.hpp:
+// the two sums' errors, 2n² g_max u, the difference's rounding, n g_max u, and exp's, u); g_max = 8
+// (drawn beside 1) puts chunks of 16 near the floor of −64 and chunks of 64 well past it.
 // and every entry of A, X, the carry and the scores is a sum of ≤ n + K products of such terms:
 //     ε = δ_ρ + (K + V + n + 4) u.
 // ‖ΔA‖_F ≤ 2nε. Forward substitution is backward stable: column j of 𝒯̂ solves (I + Â + F) x̂ = e_j
@@ -75,7 +78,7 @@ double uniform(std::mt19937_64& rng, double lo, double hi) {
 }
 
 problem_doubles make_problem(fixed_gain_rule rule, std::size_t B, std::size_t T, std::size_t H, std::size_t K,
-                             std::size_t V, bool with_state, std::uint64_t seed) {
+                             std::size_t V, bool with_state, std::uint64_t seed, double g_max = 1) {
   std::mt19937_64 rng(seed);
   problem_doubles p{rule, B, T, H, K, V, {}, {}, {}, {}, {}, {}};
   const std::size_t tokens = B * T * H;
@@ -94,7 +97,7 @@ problem_doubles make_problem(fixed_gain_rule rule, std::size_t B, std::size_t T,
   for (std::size_t n = 0; n < tokens * V; ++n) p.v.push_back(uniform(rng, -1, 1));
   const std::size_t gates = rule == fixed_gain_rule::gated_delta_net ? tokens : tokens * K;
   if (rule != fixed_gain_rule::delta_net)
-    for (std::size_t n = 0; n < gates; ++n) p.g.push_back(uniform(rng, -1, 0));
+    for (std::size_t n = 0; n < gates; ++n) p.g.push_back(uniform(rng, -g_max, 0));
   if (rule != fixed_gain_rule::gla)
     for (std::size_t n = 0; n < tokens; ++n) p.beta.push_back(uniform(rng, 0, 2));
   if (with_state)
@@ -135,6 +138,7 @@ double diff(const mpfr_real& a, const mpfr_real& b) { return std::fabs(to_double
 
 /// Largest observed / bound ratio over all properties (reported, to show how crude the bound is).
 double worst_ratio_seq = 0, worst_ratio_chunk = 0;
+std::size_t strongly_decaying_chunks = 0;  // chunks that took e^{G_t − G_j} (g_max = 8): the path is exercised
 
 /// Checks `got` against the reference: final state within E, each o_t within τ‖q_t‖ (E + (K+2)uM).
 /// Returns observed / bound (max over the checks).
@@ -207,8 +211,9 @@ TEST_SUITE("fixed_gain") {
       const std::size_t chunk = T <= 64 ? *rc::gen::oneOf(rc::gen::element<std::size_t>(1, 2, 3, 16, 64),
                                                           rc::gen::inRange<std::size_t>(T + 1, T + 8))
                                         : *rc::gen::element<std::size_t>(1, 2, 3, 16, 64);
+      const double g_max = *rc::gen::element(1.0, 8.0);  // 8: strongly decaying chunks (see the top)
       const auto p =
-          make_problem(rule, 1, T, 1, K, V, *rc::gen::arbitrary<bool>(), *rc::gen::arbitrary<std::uint64_t>());
+          make_problem(rule, 1, T, 1, K, V, *rc::gen::arbitrary<bool>(), *rc::gen::arbitrary<std::uint64_t>(), g_max);
       RC_TAG(chunk);
 
       std::optional<fixed_gain_outputs<mpfr_real>> reference, sequential, chunked;
@@ -219,6 +224,10 @@ TEST_SUITE("fixed_gain") {
         const auto in = to_inputs(p);
         sequential = fixed_gain_forward(in);
         chunked = fixed_gain_chunked_forward(in, chunk);
+        const detail::fixed_gain::problem<mpfr_real> problem(in);
+        for (std::size_t c0 = 0; c0 < T; c0 += chunk)
+          if (!detail::fixed_gain::cumulative_decays(problem, 0, 0, c0, std::min(chunk, T - c0)).factored)
+            ++strongly_decaying_chunks;
       }
       {
         const precision_scope scope(2 * p_bits + 64);
@@ -231,7 +240,6 @@ TEST_SUITE("fixed_gain") {
       const double Kd = static_cast<double>(K), Vd = static_cast<double>(V), Td = static_cast<double>(T);
       const double n = static_cast<double>(std::min(chunk, T));
       const double chunks = std::ceil(Td / n);
-      const double g_max = 1.0;
       const double e_ref = 2 * (2 * Kd + 16) * Td * u_ref * M;
       const double e_seq = 2 * (2 * Kd + 16) * Td * u * M + e_ref;
       const double delta_rho = (2 * n + 2) * (1 + n * g_max) * u;
@@ -245,7 +253,9 @@ TEST_SUITE("fixed_gain") {
       worst_ratio_chunk = std::max(worst_ratio_chunk, r_chunk);
     });
     MESSAGE("fixed_gain mpfr256: worst log2(observed / bound): sequential "
-            << std::log2(worst_ratio_seq) << ", chunked " << std::log2(worst_ratio_chunk));
+            << std::log2(worst_ratio_seq) << ", chunked " << std::log2(worst_ratio_chunk) << "; "
+            << strongly_decaying_chunks << " strongly decaying chunks");
+    CHECK(strongly_decaying_chunks > 0);
   }
 
   TEST_CASE("fixed_gain: log-gate special cases of KDA hold bit for bit in MPFR") {
