@@ -1,11 +1,13 @@
 // Benchmark of the chunked delta-rule kernel (docs/kernels.md, "Chunked delta-rule memory"): the
 // forward (o and the final state) at the shapes, B = 2, T = 16384, H = 16, K = V = 128 and
 // B = 1, T = 8192, H = 96, K = V = 128, bfloat16 inputs, for DeltaNet (no gate), GDN (a gate per head)
-// and KDA (a gate per channel), one JSON line each: the time, the effective bandwidth (every input
-// read once, every output written once, over the time) and its ratio to a device-to-device copy of
-// the same bytes in the same run, the tensor-core rate (the chunked form's matrix-product FLOPs over
-// the time) and its fraction of a bfloat16 cuBLAS product's rate measured in the same run; and each of
-// the three launches timed alone (prepare_ms, state_ms, output_ms).
+// and KDA (a gate per channel), and at B = 2 a KDA whose log gates reach −4 (every chunk decaying
+// strongly: the per-pair path of docs/kernels.md, "Strong decay"), one JSON line each: the time, the
+// effective bandwidth (every input read once, every output written once, over the time) and its ratio
+// to a device-to-device copy of the same bytes in the same run, the tensor-core rate (the chunked
+// form's matrix-product FLOPs over the time) and its fraction of a bfloat16 cuBLAS product's rate
+// measured in the same run; and each of the three launches timed alone (prepare_ms, state_ms,
+// output_ms).
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -36,9 +38,21 @@ void delta_rule_bench(int repeats, const cudaDeviceProp& prop) {
   struct shape {
     int B, T, H;
   };
+  // The log gates drawn in [g_lo, 0]; the last variant (B = 2 only) decays strongly, about −2 a token:
+  // every chunk past the factoring floor, per pair off the tensor cores (docs/kernels.md, "Strong decay").
+  struct variant {
+    delta_rule_gate gate;
+    float g_lo;
+    const char* name;
+  };
+  const variant variants[] = {{delta_rule_gate::none, -0.05f, "delta_net"},
+                              {delta_rule_gate::per_head, -0.05f, "gdn"},
+                              {delta_rule_gate::per_channel, -0.05f, "kda"},
+                              {delta_rule_gate::per_channel, -4.0f, "kda_strong_decay"}};
   for (const shape s : {shape{2, 16384, 16}, shape{1, 8192, 96}})
-    for (const delta_rule_gate gate :
-         {delta_rule_gate::none, delta_rule_gate::per_head, delta_rule_gate::per_channel}) {
+    for (const variant& x : variants) {
+      if (x.g_lo < -1 && s.B != 2) continue;
+      const delta_rule_gate gate = x.gate;
       const std::size_t B = s.B, t = s.T, H = s.H, K = 128, V = 128;
       const input_dtype dtype = input_dtype::bf16;
       const std::size_t G = gate == delta_rule_gate::per_channel ? K : 1;
@@ -46,7 +60,7 @@ void delta_rule_bench(int repeats, const cudaDeviceProp& prop) {
       void* q = device_inputs(B * t * H * K, 2, -1.0f, 1.0f, dtype);
       void* v = device_inputs(B * t * H * V, 3, -1.0f, 1.0f, dtype);
       void* beta = device_inputs(B * t * H, 4, 0.0f, 1.0f, dtype);
-      void* g = device_inputs(B * t * H * G, 5, -0.05f, 0.0f, dtype);
+      void* g = device_inputs(B * t * H * G, 5, x.g_lo, 0.0f, dtype);
       float *o = nullptr, *final_state = nullptr;
       check(cudaMalloc(&o, B * t * H * V * 4), "cudaMalloc");
       check(cudaMalloc(&final_state, B * H * K * V * 4), "cudaMalloc");
@@ -96,9 +110,7 @@ void delta_rule_bench(int repeats, const cudaDeviceProp& prop) {
       std::printf("{\"kernel\": \"delta_rule_prepare_phases\", \"gate\": %d, \"B\": %d, \"H\": %d, \"cycles\": [%s]}\n",
                   static_cast<int>(gate), s.B, s.H, phases.c_str());
 #endif
-      const char* name = gate == delta_rule_gate::none       ? "delta_net"
-                         : gate == delta_rule_gate::per_head ? "gdn"
-                                                             : "kda";
+      const char* name = x.name;
       std::printf(
           "{\"device\": \"%s\", \"kernel\": \"delta_rule_chunked\", \"problem\": \"%s_B%d_T%d_H%d_K128_V128\", "
           "\"B\": %d, \"T\": %d, \"H\": %d, \"K\": 128, \"V\": 128, \"dtype\": \"bf16\", \"ms\": %.4f, "
