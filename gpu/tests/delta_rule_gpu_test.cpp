@@ -1,9 +1,8 @@
 // On the GPU (label `gpu`): the chunked delta-rule kernel on random problems (every rule and gate, strong
 // decay among them, T at the chunk edges and 0, K and V from 16 to 128, grouped value heads, an initial
-// state or none), with the
-// outputs poisoned with NaN first: every output written and finite, the same bits when run again, and
-// kernel and twin each within the bf16-tc budget of the binary64 chunked form run on the spot
-// (check/fixed_gain_tensor_core_budget.hpp), so that they agree to the stated bound
+// state or none), with the outputs poisoned with NaN first: every output written and finite, the same
+// bits when run again, and kernel and twin each within the bf16-tc budget of the binary64 chunked form
+// run on the spot (check/fixed_gain_tensor_core_budget.hpp), so that they agree to the stated bound
 // |kernel − twin| <= 2 · budget, element by element. (The tensor cores' order of accumulation is not
 // the twin's: they part by roundings, not bit for bit; docs/kernels.md, "Chunked delta-rule memory".)
 // Without a CUDA device: "SKIP: <why>".
