@@ -105,8 +105,11 @@ void delta_rule_head_twin(const delta_rule_problem& p, long long b, long long h)
     std::vector<float> pair_A, pair_P;
     if (!factored) {
       pair_A.assign(static_cast<std::size_t>(n) * n, 0.0f), pair_P.assign(pair_A.size(), 0.0f);
+      // (Planted bug gpu_delta_rule_strong_decay_reads_before_write: the pair m = t left out, so a
+      // token's read misses its own write, the only term that survives strong decay.)
+      const int own = KALMAN_ORACLE_MUTANT(gpu_delta_rule_strong_decay_reads_before_write, 0, 1);
       for (int t = 0; t < n; ++t)
-        for (int m = 0; m <= t; ++m) {
+        for (int m = 0; m <= t - own; ++m) {
           float a = 0.0f, s = 0.0f;
           for (int i = 0; i < K; ++i) {
             const float z = round_to_bf16(mul_rn(exp_f32(add_rn(at(G, K, t, i), -at(G, K, m, i))), in.w(c0 + m, i)));
