@@ -1,7 +1,9 @@
 // grad/diagonal.hpp and grad/isotropic.hpp: K = 1 (the two models coincide, so must their
-// gradients), absent priors and μ (= the explicit defaults), the tape on a small case.
+// gradients), absent priors and μ (= the explicit defaults), the tape on a small case, and the
+// cotangents of the internals (p̂_t, κ_t or β_t) against the tape.
 #include <doctest/doctest.h>
 
+#include <optional>
 #include <vector>
 
 #include "kalman_oracle/grad/diagonal.hpp"
@@ -87,5 +89,37 @@ TEST_CASE("grad: isotropic KDN adjoint equals the tape of both forms on a worked
     const auto taped = tape_gradients(model, s, cot);
     CHECK(taped.items().size() == g.items().size());
     for (const auto& x : taped.items()) CHECK_MESSAGE(g.at(x.name()).data() == x.data(), x.name());
+  }
+}
+
+TEST_CASE("grad: KDN adjoints of the internals (prediction and gain) equal the tape, both forms") {
+  // Only the gain path's cotangents (the GPU gain backward's inputs): the memory's adjoint is zero.
+  const auto ramp = [](const char* name, shape_t shape, long shift) {
+    tensor<R> x(name, shape);
+    for (std::size_t i = 0; i < x.size(); ++i) x.data()[i] = R(static_cast<long>((i + shift) % 7) - 3, 5);
+    return x;
+  };
+  for (const bool diagonal : {true, false}) {
+    const std::size_t K = 3;
+    const shape_t per_token = diagonal ? shape_t{1, 3, 2, K} : shape_t{1, 3, 2};
+    const cotangents<R> cot{ramp("predicted_covariance", per_token, 1), ramp(diagonal ? "gain" : "beta", per_token, 2),
+                            ramp("readout_variance", {1, 3, 2}, 3),
+                            ramp("final_covariance", diagonal ? shape_t{1, 2, K} : shape_t{1, 2}, 4)};
+    for (const bool parallel : {false, true}) {
+      const std::optional<kdn_scan_options> scan = parallel ? std::optional(kdn_scan_options{}) : std::nullopt;
+      INFO((diagonal ? "diagonal" : "isotropic") << (parallel ? ", parallel" : ", sequential"));
+      if (diagonal) {
+        const auto in = example<diagonal_kdn_inputs<R>>(K, true);
+        const auto g = diagonal_kdn_backward(in, cot);
+        const auto taped = tape_gradients(diagonal_kdn_model{scan, true}, in, cot);
+        for (const auto& x : taped.items()) CHECK_MESSAGE(g.at(x.name()).data() == x.data(), x.name());
+        CHECK(g.at("v").data() == std::vector<R>(g.at("v").size(), R(0)));  // the memory has no cotangent
+      } else {
+        const auto in = example<isotropic_kdn_inputs<R>>(K, false);
+        const auto g = isotropic_kdn_backward(in, cot);
+        const auto taped = tape_gradients(isotropic_kdn_model{scan, true}, in, cot);
+        for (const auto& x : taped.items()) CHECK_MESSAGE(g.at(x.name()).data() == x.data(), x.name());
+      }
+    }
   }
 }

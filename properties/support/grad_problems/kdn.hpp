@@ -2,7 +2,8 @@
 // grad/isotropic.hpp) as one gradient problem for the laws of properties/grad_exact.cpp and
 // grad_mpfr.cpp: each case draws the model. A case draws every parameter in a random broadcast
 // shape, μ, the prior covariance, S_0 and τ present or absent, and a random subset of the
-// cotangents of o, S_T, the final covariance and the readout variance. Exact cases use linear
+// cotangents of o, S_T, the final covariance and the readout variance, and of the internals p̂_t
+// (b̂_t) and κ_t (β_t) (the gain path's own outputs, which the GPU's gain backward takes). Exact cases use linear
 // gates α ∈ (0, 1] with 1 included and ω >= 0 with 0 included; MPFR cases log gates
 // g ∈ [−2, −2⁻⁶], ω ∈ [2⁻⁶, 2], r, μ, p_0 ∈ [1/4, 4], values in [−2, 2] (docs/gradients.md
 // "Bounds"). The parallel form scans the covariance with every schedule, chunk size 1, 2, 3 or > T
@@ -39,18 +40,22 @@ class kdn_problem {
     const value_gens<T> g = gens<T>();
     // The covariance is [B, H, K] (diagonal) or one number per head [B, H] (isotropic).
     const shape_t covariance = diagonal ? shape_t{n.batch, n.heads, n.key_dim} : shape_t{n.batch, n.heads};
+    const shape_t per_token =
+        diagonal ? shape_t{n.batch, n.tokens, n.heads, n.key_dim} : shape_t{n.batch, n.tokens, n.heads};
     const std::vector<output_shape> outputs{{"o", {n.batch, n.tokens, n.heads, n.value_dim}},
                                             {"final_state", {n.batch, n.heads, n.key_dim, n.value_dim}},
                                             {"final_covariance", covariance},
-                                            {"readout_variance", {n.batch, n.tokens, n.heads}}};
+                                            {"readout_variance", {n.batch, n.tokens, n.heads}},
+                                            {"predicted_covariance", per_token},
+                                            {diagonal ? "gain" : "beta", per_token}};
     const std::string label = (diagonal ? "diagonal" : "isotropic") + scan_label(scan);
     if (diagonal)
       check(make_gradient_case<T>(
-          diagonal_kdn_model{scan},
+          diagonal_kdn_model{scan, /*internals=*/true},
           gen_inputs<diagonal_kdn_inputs<T>>(n, {n.batch, n.tokens, n.heads, n.key_dim}, covariance, g), outputs,
           g.value, label));
     else
-      check(make_gradient_case<T>(isotropic_kdn_model{scan},
+      check(make_gradient_case<T>(isotropic_kdn_model{scan, /*internals=*/true},
                                   gen_inputs<isotropic_kdn_inputs<T>>(n, {n.batch, n.tokens, n.heads}, covariance, g),
                                   outputs, g.value, label));
   }

@@ -3,20 +3,21 @@
 //     gradients<T> diagonal_kdn_backward(const diagonal_kdn_inputs<T>& in, const cotangents<T>& cot)
 //
 // Cotangents (full output shapes, any subset): "o" [B, T, H, V], "final_state" [B, H, K, V],
-// "final_covariance" (p_T) [B, H, K], "readout_variance" [B, T, H]. Gradients, named as
+// "final_covariance" (p_T) [B, H, K], "readout_variance" [B, T, H], and of the internals
+// "predicted_covariance" (p̂_t) and "gain" (κ_t) [B, T, H, K] (grad/kdn_common.hpp). Gradients, named as
 // diagonal_kdn_inputs' fields: "q", "k", "v" [full]; "g", "omega", "r" shaped as given; "mu" as
 // given or [H]; "initial_covariance" as given or [B, H, K]; "initial_state" as given or
 // [B, H, K, V]; "scale".
 //
 // Per head: the memory is the two-key rule with gain κ_t (grad/memory.hpp, memory_backward:
-// e = k, w = κ), giving dκ_t, de_t, dα_t (memory part), dq, dv, dS_0, dτ. With
+// e = k, w = κ), giving dκ_t (plus the gain's own cotangent), de_t, dα_t (memory part), dq, dv, dS_0, dτ. With
 // p̂_t = α_t² ⊙ p_{t−1} + ω_t, D_t = r_t + Σ_i p̂_t,i k_t,i², κ_t = p̂_t ⊙ k_t / D_t,
 // u_t = μ k_t ⊙ k_t / r_t, p_t = p̂_t / (1 + u_t ⊙ p̂_t), and the readout variance
 // v_t = τ² Σ_i q_t,i² p_t,i, a SCALAR adjoint per channel p̄_t,i = ∂L/∂p_t,i runs backwards
 // (p̄_T = dp_T), t = T..1:
 //     p̄_t += dv_t τ² q_t ⊙ q_t ;  dq_t += 2 dv_t τ² q_t ⊙ p_t ;  dτ += 2 dv_t τ Σ_i q_t,i² p_t,i
 //     dk_t = de_t + dκ_t ⊙ p̂_t / D_t ;  D̄_t = −Σ_i dκ_t,i κ_t,i / D_t
-//     p̂̄_t = dκ_t ⊙ k_t / D_t + D̄_t k_t ⊙ k_t + p̄_t / (1 + u_t ⊙ p̂_t)²
+//     p̂̄_t = dκ_t ⊙ k_t / D_t + D̄_t k_t ⊙ k_t + p̄_t / (1 + u_t ⊙ p̂_t)² (+ dp̂_t, p̂_t's own cotangent)
 //     dk_t += 2 D̄_t p̂_t ⊙ k_t ;  r̄_t = D̄_t
 //     ū_t = −p̄_t ⊙ p_t ⊙ p_t   (= −p̄ p̂² / (1 + u p̂)²)
 //     μ̄ += Σ_i ū_t,i k_t,i² / r_t ;  dk_t += 2 μ ū_t ⊙ k_t / r_t ;  r̄_t −= Σ_i ū_t,i u_t,i / r_t
@@ -46,7 +47,7 @@ gradients<T> diagonal_kdn_backward(const diagonal_kdn_inputs<T>& inputs, const c
   const detail::diagonal_kdn_problem<T> pb(inputs);
   const detail::kdn_dims& d = pb.dims;
   const std::size_t B = d.batch, N = d.tokens, H = d.heads, K = d.key_dim;
-  const auto cots = detail::grad::kdn_cotangents_of(pb, cot, "diagonal_kdn");
+  const auto cots = detail::grad::kdn_cotangents_of(pb, cot, "diagonal_kdn", "gain");
   detail::grad::kdn_gradients<T> grads(pb, inputs);
   using detail::grad::cotangent_at;
 
@@ -76,6 +77,8 @@ gradients<T> diagonal_kdn_backward(const diagonal_kdn_inputs<T>& inputs, const c
         }
       }
       memory_head_gradients<T> gm = detail::grad::kdn_memory_backward(m, cots, b, h);
+      for (std::size_t t = 0; t < N; ++t)
+        for (std::size_t i = 0; i < K; ++i) gm.write[t * K + i] += cotangent_at(cots.gain, b, t, h, i);
 
       // Reverse: scalar covariance adjoints, one per channel.
       std::vector<T> cov_bar(K), predicted_bar(K);
@@ -102,7 +105,8 @@ gradients<T> diagonal_kdn_backward(const diagonal_kdn_inputs<T>& inputs, const c
           const T& key = m.erase[x];
           const T& kappa_bar = gm.write[x];
           const T one_plus = T(1) + info[x] * predicted[x];
-          predicted_bar[i] = kappa_bar * key / den + den_bar * key * key + cov_bar[i] / (one_plus * one_plus);
+          predicted_bar[i] = kappa_bar * key / den + den_bar * key * key + cov_bar[i] / (one_plus * one_plus) +
+                             cotangent_at(cots.predicted_covariance, b, t, h, i);
           T key_bar = gm.erase[x] + kappa_bar * predicted[x] / den + 2 * den_bar * predicted[x] * key;
           // p_t = p̂ / (1 + u p̂), u = μ k² / r.
           const T& p_new = cov[(t + 1) * K + i];
@@ -127,15 +131,18 @@ gradients<T> diagonal_kdn_backward(const diagonal_kdn_inputs<T>& inputs, const c
 }
 
 /// The diagonal KDN as a model for grad/truth.hpp: sequential, or with `parallel` set the scan
-/// form (models/kdn_parallel.hpp).
+/// form (models/kdn_parallel.hpp); with `internals` its outputs include p̂_t and κ_t.
 struct diagonal_kdn_model {
   template <class T>
   using inputs_type = diagonal_kdn_inputs<T>;
   std::optional<kdn_scan_options> parallel;
+  bool internals = false;
 
   template <class T>
   diagonal_kdn_outputs<T> forward(const diagonal_kdn_inputs<T>& in) const {
-    return parallel ? diagonal_kdn_parallel(in, *parallel) : diagonal_kdn_forward(in);
+    run_options options;
+    options.internals = internals;
+    return parallel ? diagonal_kdn_parallel(in, *parallel, options) : diagonal_kdn_forward(in, options);
   }
   template <class T>
   static gradients<T> backward(const diagonal_kdn_inputs<T>& in, const cotangents<T>& cot) {
@@ -147,7 +154,7 @@ struct diagonal_kdn_model {
   }
   template <class T, class F>
   static void for_each_output(const diagonal_kdn_outputs<T>& out, F&& f) {
-    detail::grad::kdn_outputs(out, std::forward<F>(f));
+    detail::grad::kdn_outputs(out, out.gain, std::forward<F>(f));
   }
   template <class T, class Inputs>
   static void canonicalise(gradients<T>&, const Inputs&) {}

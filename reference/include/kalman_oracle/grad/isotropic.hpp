@@ -3,7 +3,8 @@
 //     gradients<T> isotropic_kdn_backward(const isotropic_kdn_inputs<T>& in, const cotangents<T>& cot)
 //
 // Cotangents (full output shapes, any subset): "o" [B, T, H, V], "final_state" [B, H, K, V],
-// "final_covariance" (b_T) [B, H], "readout_variance" [B, T, H]. L is the sum of their inner
+// "final_covariance" (b_T) [B, H], "readout_variance" [B, T, H], and of the internals
+// "predicted_covariance" (b̂_t) and "beta" (β_t) [B, T, H] (grad/kdn_common.hpp). L is the sum of their inner
 // products with the outputs. Gradients, named as isotropic_kdn_inputs' fields: "q", "k", "v"
 // [full]; "g" (log or linear as in.gates), "omega", "r" shaped as given; "mu" as given or [H];
 // "initial_covariance" as given or [B, H]; "initial_state" as given or [B, H, K, V]; "scale".
@@ -14,8 +15,8 @@
 // β_t = b̂_t / (r_t + b̂_t n_t), and the readout variance v_t = b_t τ² ‖q_t‖², a SCALAR adjoint
 // b̄_t = ∂L/∂b_t runs backwards (b̄_T = db_T), t = T..1:
 //     b̄_t += dv_t τ² ‖q_t‖² ;  dq_t += 2 dv_t b_t τ² q_t ;  dτ += 2 dv_t b_t τ ‖q_t‖²
-//     β̄_t = k_tᵀ dw_t ;  dk_t = β_t dw_t + de_t
-//     b̂̄_t = b̄_t / (1 + c_t b̂_t)² + β̄_t r_t / (r_t + b̂_t n_t)²
+//     β̄_t = k_tᵀ dw_t (+ dβ_t) ;  dk_t = β_t dw_t + de_t
+//     b̂̄_t = b̄_t / (1 + c_t b̂_t)² + β̄_t r_t / (r_t + b̂_t n_t)² (+ db̂_t)
 //     c̄_t = −b̄_t b̂_t² / (1 + c_t b̂_t)²
 //     μ̄ += c̄_t n_t / (K r_t) ;  n̄_t = c̄_t μ / (K r_t) − β̄_t b̂_t² / (r_t + b̂_t n_t)² ;  dk_t += 2 n̄_t k_t
 //     r̄_t = −c̄_t c_t / r_t − β̄_t b̂_t / (r_t + b̂_t n_t)²
@@ -46,7 +47,7 @@ gradients<T> isotropic_kdn_backward(const isotropic_kdn_inputs<T>& inputs, const
   const detail::isotropic_kdn_problem<T> pb(inputs);
   const detail::kdn_dims& d = pb.dims;
   const std::size_t B = d.batch, N = d.tokens, H = d.heads, K = d.key_dim;
-  const auto cots = detail::grad::kdn_cotangents_of(pb, cot, "isotropic_kdn");
+  const auto cots = detail::grad::kdn_cotangents_of(pb, cot, "isotropic_kdn", "beta");
   detail::grad::kdn_gradients<T> grads(pb, inputs);
   using detail::grad::cotangent_at;
   const T channels(static_cast<long>(K));
@@ -90,7 +91,7 @@ gradients<T> isotropic_kdn_backward(const isotropic_kdn_inputs<T>& inputs, const
           gm.query[t * K + i] += 2 * dvar * cov[t + 1] * tau * tau * m.query[t * K + i];
         grads.scale += 2 * dvar * cov[t + 1] * tau * q2[t];
         // w_t = β_t k_t, e_t = k_t.
-        T beta_bar(0);
+        T beta_bar = cotangent_at(cots.gain, b, t, h);
         for (std::size_t i = 0; i < K; ++i) {
           const std::size_t x = t * K + i;
           beta_bar += m.erase[x] * gm.write[x];
@@ -98,7 +99,8 @@ gradients<T> isotropic_kdn_backward(const isotropic_kdn_inputs<T>& inputs, const
         }
         const T one_plus = T(1) + c[t] * predicted[t];
         const T gain_den = r + predicted[t] * n[t];
-        const T predicted_bar = cov_bar / (one_plus * one_plus) + beta_bar * r / (gain_den * gain_den);
+        const T predicted_bar = cov_bar / (one_plus * one_plus) + beta_bar * r / (gain_den * gain_den) +
+                                cotangent_at(cots.predicted_covariance, b, t, h);
         const T c_bar = -cov_bar * predicted[t] * predicted[t] / (one_plus * one_plus);
         grads.mu.add(c_bar * n[t] / (channels * r), h);
         const T n_bar = c_bar * mu / (channels * r) - beta_bar * predicted[t] * predicted[t] / (gain_den * gain_den);
@@ -117,15 +119,18 @@ gradients<T> isotropic_kdn_backward(const isotropic_kdn_inputs<T>& inputs, const
 }
 
 /// The isotropic KDN as a model for grad/truth.hpp: sequential, or with `parallel` set the scan
-/// form (models/kdn_parallel.hpp).
+/// form (models/kdn_parallel.hpp); with `internals` its outputs include b̂_t and β_t.
 struct isotropic_kdn_model {
   template <class T>
   using inputs_type = isotropic_kdn_inputs<T>;
   std::optional<kdn_scan_options> parallel;
+  bool internals = false;
 
   template <class T>
   isotropic_kdn_outputs<T> forward(const isotropic_kdn_inputs<T>& in) const {
-    return parallel ? isotropic_kdn_parallel(in, *parallel) : isotropic_kdn_forward(in);
+    run_options options;
+    options.internals = internals;
+    return parallel ? isotropic_kdn_parallel(in, *parallel, options) : isotropic_kdn_forward(in, options);
   }
   template <class T>
   static gradients<T> backward(const isotropic_kdn_inputs<T>& in, const cotangents<T>& cot) {
@@ -137,7 +142,7 @@ struct isotropic_kdn_model {
   }
   template <class T, class F>
   static void for_each_output(const isotropic_kdn_outputs<T>& out, F&& f) {
-    detail::grad::kdn_outputs(out, std::forward<F>(f));
+    detail::grad::kdn_outputs(out, out.beta, std::forward<F>(f));
   }
   template <class T, class Inputs>
   static void canonicalise(gradients<T>&, const Inputs&) {}

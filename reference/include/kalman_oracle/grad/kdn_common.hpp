@@ -32,25 +32,34 @@ T kdn_posterior_step(const T& predicted, const T& c) {
 
 namespace detail::grad {
 
-/// The cotangents of a KDN's outputs (nullptr: none given, a zero cotangent).
+/// The cotangents of a KDN's outputs (nullptr: none given, a zero cotangent). Besides the four
+/// outputs, the internals of run_options::internals may have cotangents: the prediction p̂_t or b̂_t
+/// and the gain (κ_t, named "gain", or β_t, named "beta"), as a caller has them that runs the gain
+/// path and the memory apart (the GPU's gain kernels, docs/kernels.md "KDN gain backward").
 template <class T>
 struct kdn_cotangents {
-  const tensor<T>* o;                 ///< [B, T, H, V]
-  const tensor<T>* final_state;       ///< [B, H, K, V]
-  const tensor<T>* final_covariance;  ///< p_T [B, H, K] or b_T [B, H]
-  const tensor<T>* readout_variance;  ///< [B, T, H]
+  const tensor<T>* o;                     ///< [B, T, H, V]
+  const tensor<T>* final_state;           ///< [B, H, K, V]
+  const tensor<T>* final_covariance;      ///< p_T [B, H, K] or b_T [B, H]
+  const tensor<T>* readout_variance;      ///< [B, T, H]
+  const tensor<T>* predicted_covariance;  ///< p̂_t [B, T, H, K] or b̂_t [B, T, H]
+  const tensor<T>* gain;                  ///< κ_t [B, T, H, K] or β_t [B, T, H]
 };
 
-/// Checks the names and shapes of the cotangents (`model` names the model in messages).
+/// Checks the names and shapes of the cotangents (`model` names the model in messages; `gain` is
+/// the name of the model's gain internal, "gain" or "beta").
 template <class T, kdn_covariance Shape>
-kdn_cotangents<T> kdn_cotangents_of(const kdn_problem<T, Shape>& pb, const cotangents<T>& cot,
-                                    const std::string& model) {
+kdn_cotangents<T> kdn_cotangents_of(const kdn_problem<T, Shape>& pb, const cotangents<T>& cot, const std::string& model,
+                                    const std::string& gain) {
   const kdn_dims& d = pb.dims;
-  require_known_cotangents(cot, {"o", "final_state", "final_covariance", "readout_variance"}, model);
+  require_known_cotangents(
+      cot, {"o", "final_state", "final_covariance", "readout_variance", "predicted_covariance", gain}, model);
   return {cotangent(cot, "o", {d.batch, d.tokens, d.heads, d.value_dim}),
           cotangent(cot, "final_state", {d.batch, d.heads, d.key_dim, d.value_dim}),
           cotangent(cot, "final_covariance", pb.prior_shape()),
-          cotangent(cot, "readout_variance", {d.batch, d.tokens, d.heads})};
+          cotangent(cot, "readout_variance", {d.batch, d.tokens, d.heads}),
+          cotangent(cot, "predicted_covariance", pb.noise_shape()),
+          cotangent(cot, gain, pb.noise_shape())};
 }
 
 /// The gradient of every KDN input, named as the inputs structs' fields: q, k, v in full;
@@ -136,13 +145,16 @@ Inputs<U> transform_kdn_inputs(const Inputs<T>& in, F&& f) {
   return out;
 }
 
-/// The outputs both KDN models have, by name (grad/truth.hpp's for_each_output).
-template <class Outputs, class F>
-void kdn_outputs(const Outputs& out, F&& f) {
+/// The outputs both KDN models have, by name (grad/truth.hpp's for_each_output), then the internals
+/// where the forward returned them (`gain`: the model's gain internal, κ_t or β_t).
+template <class Outputs, class Gain, class F>
+void kdn_outputs(const Outputs& out, const Gain& gain, F&& f) {
   f("o", out.o);
   f("final_state", out.final_state);
   f("final_covariance", out.final_covariance);
   f("readout_variance", out.readout_variance);
+  if (out.predicted_covariance) f("predicted_covariance", *out.predicted_covariance);
+  if (gain) f(gain->name(), *gain);
 }
 
 }  // namespace detail::grad
