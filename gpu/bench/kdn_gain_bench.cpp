@@ -3,7 +3,10 @@
 // each: the time of the three launches (map, carry, emit), the effective bandwidth (every input read
 // once, every output written once, over the time; the map pass reads g, ω, k and r a second time,
 // which is not counted), its ratio to a device-to-device copy of the same bytes in the same run, and
-// token-heads per nanosecond.
+// token-heads per nanosecond. Then the backward (kdn_gain_backward.hpp) on the same problem with p̂
+// given (as a training step has it from the forward) and cotangents of the gain, the readout variance
+// and the final covariance: its time, its ratio to the forward's, its effective bandwidth (p̂, the
+// cotangents, k, q, g and r read once, the gradients written once) and that against a copy.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -15,6 +18,7 @@
 #include "benches.hpp"
 #include "device_data.hpp"
 #include "kalman_oracle/gpu/kdn_gain.hpp"
+#include "kalman_oracle/gpu/kdn_gain_backward.hpp"
 
 namespace kalman_oracle::gpu::bench {
 
@@ -69,6 +73,46 @@ void kdn_gain_bench(int repeats, const cudaDeviceProp& prop) {
             static_cast<double>(bytes) / 1e6 / ms, static_cast<double>(bytes) / 1e6 / baseline,
             static_cast<double>(B * t * H) / (ms * 1e6));
         std::fflush(stdout);
+
+        // The backward.
+        kdn_gain_backward_problem bp;
+        bp.forward = p;
+        bp.predicted_covariance = predicted;
+        bp.d_gain = static_cast<const float*>(device_inputs(B * t * H * L, 6, -1.0f, 1.0f, input_dtype::f32));
+        bp.d_readout_variance = static_cast<const float*>(device_inputs(B * t * H, 7, -1.0f, 1.0f, input_dtype::f32));
+        bp.d_final_covariance = static_cast<const float*>(device_inputs(B * H * L, 8, -1.0f, 1.0f, input_dtype::f32));
+        std::vector<void*> gradients;
+        for (const std::size_t n :
+             {B * t * H * K, B * t * H * K, B * t * H * K, B * t * H * L, B * t * H, H, B * H * L, std::size_t{1}}) {
+          void* x = nullptr;
+          check(cudaMalloc(&x, n * 4), "cudaMalloc");
+          gradients.push_back(x);
+        }
+        float** outs[] = {&bp.dq, &bp.dk, &bp.dg, &bp.domega, &bp.dr, &bp.dmu, &bp.dinitial_covariance, &bp.dtau};
+        for (std::size_t i = 0; i < gradients.size(); ++i) *outs[i] = static_cast<float*>(gradients[i]);
+        void* backward_scratch = nullptr;
+        check(cudaMalloc(&backward_scratch, static_cast<std::size_t>(kdn_gain_backward_scratch_bytes(bp))),
+              "cudaMalloc");
+        const std::size_t backward_bytes =
+            in_bytes * (3 * B * t * H * K + B * t * H)                                  // k, q, g; r
+            + 4 * (2 * B * t * H * L + B * t * H + B * H * L)                           // p̂, dκ; dv; dp_T
+            + 4 * (3 * B * t * H * K + B * t * H * L + B * t * H + H + B * H * L + 1);  // gradients
+        const double backward_ms = median_ms(repeats, [&] { kdn_gain_backward_device(bp, backward_scratch); });
+        check(cudaGetLastError(), "kdn_gain_backward kernels");
+        const double backward_baseline = copy_ms(backward_bytes, repeats);
+        std::printf(
+            "{\"device\": \"%s\", \"kernel\": \"kdn_gain_backward_%s\", "
+            "\"problem\": \"kdn_gain_%s_B2_T%d_H16_K128\", \"B\": 2, \"T\": %d, \"H\": 16, \"K\": 128, "
+            "\"dtype\": \"%s\", \"ms\": %.4f, \"forward_ms\": %.4f, \"ratio_to_forward\": %.3f, "
+            "\"copy_ms\": %.4f, \"ratio_to_copy\": %.3f, \"GB_per_s\": %.1f}\n",
+            prop.name, diagonal ? "diagonal" : "isotropic", diagonal ? "diagonal" : "isotropic", T, T,
+            dtype == input_dtype::f32 ? "f32" : "bf16", backward_ms, ms, backward_ms / ms, backward_baseline,
+            backward_ms / backward_baseline, static_cast<double>(backward_bytes) / 1e6 / backward_ms);
+        std::fflush(stdout);
+        for (void* x : gradients) cudaFree(x);
+        for (const float* x : {bp.d_gain, bp.d_readout_variance, bp.d_final_covariance})
+          cudaFree(const_cast<float*>(x));
+        cudaFree(backward_scratch);
         for (void* ptr : {k, q, g, omega, r, static_cast<void*>(predicted), static_cast<void*>(gain),
                           static_cast<void*>(readout), static_cast<void*>(final_covariance), scratch})
           cudaFree(ptr);

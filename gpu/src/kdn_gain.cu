@@ -19,51 +19,19 @@
 #include "device_arena.hpp"
 #include "kalman_oracle/gpu/kdn_gain.hpp"
 #include "kalman_oracle/gpu/models/kdn_gain.cuh"
+#include "kdn_head_reader.cuh"
 
 namespace kalman_oracle::gpu {
 namespace {
 
 constexpr int warps_per_block = 4;  // four chunks per block
 
-/// The sum over channels of the lanes' partial sums: lane l's partial is its channels' terms added
-/// in order from +0; the tree takes lane l + o into lane l for o = 16, 8, 4, 2, 1; every lane gets
-/// lane 0's total (kdn_channel_sum_twin's order).
-__device__ __forceinline__ float warp_channel_sum(float partial) {
-  for (int offset = kdn_lanes / 2; offset > 0; offset /= 2)
-    partial = add_rn(partial, __shfl_down_sync(0xffffffffu, partial, offset));
-  return __shfl_sync(0xffffffffu, partial, 0);
-}
-
-/// One (batch row, head)'s inputs as a lane reads them.
-template <class In>
-struct head_reader {
-  const kdn_gain_problem& p;
-  long long b, h;
-  __device__ float k(long long t, int i) const {
-    return load_widened<In>(p.k, offset_of(p.k, b, t, h / p.key_head_group, i));
-  }
-  __device__ float q(long long t, int i) const {
-    return load_widened<In>(p.q, offset_of(p.q, b, t, h / p.key_head_group, i));
-  }
-  __device__ float g(long long t, int i) const { return load_widened<In>(p.g, offset_of(p.g, b, t, h, i)); }
-  __device__ float omega(long long t, int i) const { return load_widened<In>(p.omega, offset_of(p.omega, b, t, h, i)); }
-  __device__ float r(long long t) const { return load_widened<In>(p.r, offset_of(p.r, b, t, h)); }
-  __device__ float mu() const {
-    return p.mu.data ? load_widened<In>(p.mu, offset_of(p.mu, h, 0, 0)) : static_cast<float>(p.key_dim);
-  }
-  __device__ float prior(int lane_channel) const {
-    return p.initial_covariance.data
-               ? load_widened<In>(p.initial_covariance, offset_of(p.initial_covariance, b, h, lane_channel))
-               : 1.0f;
-  }
-};
-
 /// Token t's leaves for this lane's channels (diagonal), or the head's leaf (isotropic, every lane
 /// alike, the sums over channels by warp_channel_sum). Also returns ‖k‖² (isotropic), which the
 /// gain reuses.
 template <class In, kdn_form Form, int J>
-__device__ void token_leaves(const head_reader<In>& in, long long t, int lane, float mu, float r, mobius_f32 (&leaf)[J],
-                             float (&a)[J], float (&omega)[J], float& key2) {
+__device__ void token_leaves(const kdn_head_reader<In>& in, long long t, int lane, float mu, float r,
+                             mobius_f32 (&leaf)[J], float (&a)[J], float (&omega)[J], float& key2) {
   const int K = in.p.key_dim;
   if constexpr (Form == kdn_form::diagonal) {
 #pragma unroll
@@ -109,7 +77,7 @@ __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
   const int lane = threadIdx.x, chunk = blockIdx.x * warps_per_block + threadIdx.y;
   if (chunk >= chunks) return;
   const long long h = blockIdx.y, b = blockIdx.z, T = p.tokens;
-  const head_reader<In> in{p, b, h};
+  const kdn_head_reader<In> in{p, b, h};
   const int K = p.key_dim, L = lanes_of<Form>(K);
   const float mu = in.mu();
   mobius_f32 local[J], leaf[J];
@@ -164,7 +132,7 @@ __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
   const int lane = threadIdx.x, chunk = blockIdx.x * warps_per_block + threadIdx.y;
   if (chunk >= chunks) return;
   const long long h = blockIdx.y, b = blockIdx.z, T = p.tokens, HV = p.heads;
-  const head_reader<In> in{p, b, h};
+  const kdn_head_reader<In> in{p, b, h};
   const int K = p.key_dim, L = lanes_of<Form>(K);
   const float mu = in.mu();
   const mobius_f32* carry = carries + ((b * HV + h) * chunks + chunk) * L;
@@ -245,7 +213,7 @@ __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
 template <class In, kdn_form Form>
 __global__ void kdn_gain_prior(const kdn_gain_problem p) {
   const long long h = blockIdx.x, b = blockIdx.y;
-  const head_reader<In> in{p, b, h};
+  const kdn_head_reader<In> in{p, b, h};
   const int L = lanes_of<Form>(p.key_dim);
   for (int i = threadIdx.x; i < L; i += blockDim.x) p.final_covariance[(b * p.heads + h) * L + i] = in.prior(i);
 }

@@ -10,7 +10,14 @@
 //      reference's own (u = 2^-53), both evaluated along the binary64 trajectory (labelled so, as
 //      validate_kla.cpp's);
 //   4. every compared element of predicted_covariance, gain (β), readout_variance and
-//      final_covariance within budget32 + budget64, else FAIL naming the worst.
+//      final_covariance within budget32 + budget64, else FAIL naming the worst;
+//   5. the gradients: cotangents drawn in [-1, 1] for every output of the gain path, the backward
+//      kernels (or their twin) on the whole problem, and per sampled head the reference adjoint
+//      (grad/diagonal.hpp, grad/isotropic.hpp with the gain path's cotangents only) in binary64, with
+//      the fixtures' gradient budget: 2 u × the first-order running error bound of that adjoint
+//      (the same template over running_error<double>), u = 2^-24 plus 2^-53 (labelled an estimate,
+//      as in the fixtures; docs/error-model.md). dq, dk, dg, domega, dr, dinitial_covariance and
+//      dmu at the sampled heads; dtau when every head is sampled.
 #include "validate_kdn_gain.hpp"
 
 #include <algorithm>
@@ -28,9 +35,13 @@
 #include "kalman_oracle/check/diagonal_kdn_bound.hpp"
 #include "kalman_oracle/check/isotropic_kdn_bound.hpp"
 #include "kalman_oracle/detail/parallel_for.hpp"
+#include "kalman_oracle/gpu/twin/kdn_gain_backward_twin.hpp"
 #include "kalman_oracle/gpu/twin/kdn_gain_twin.hpp"
+#include "kalman_oracle/grad/diagonal.hpp"
+#include "kalman_oracle/grad/isotropic.hpp"
 #include "kalman_oracle/models/diagonal.hpp"
 #include "kalman_oracle/models/isotropic.hpp"
+#include "kalman_oracle/scalar/running_error.hpp"
 #include "validate_report.hpp"
 
 namespace kalman_oracle::gpu::tools {
@@ -102,6 +113,174 @@ Inputs head_inputs(const kdn_validate_inputs& x, const kdn_gain_validate_shape& 
     for (std::size_t i = 0; i < Ls; ++i)
       (*in.initial_covariance).data()[b * Ls + i] = x.prior[(b * static_cast<std::size_t>(H) + h) * Ls + i];
   return in;
+}
+
+/// The cotangents of the gain path's outputs, [B, T, H, L], [B, T, H], [B, H, L].
+struct kdn_gain_cotangents {
+  std::vector<float> gain, predicted, readout, final_covariance;
+};
+
+kdn_gain_cotangents draw_cotangents(const kdn_gain_validate_shape& n, long long L, unsigned seed) {
+  std::mt19937_64 rng(seed + 0x9e3779b9u);
+  std::uniform_real_distribution<double> unit(-1.0, 1.0);
+  const std::size_t per_token = static_cast<std::size_t>(n.B) * n.T * n.H;
+  kdn_gain_cotangents c;
+  for (std::size_t i = 0; i < per_token * L; ++i) c.gain.push_back(static_cast<float>(unit(rng)));
+  for (std::size_t i = 0; i < per_token * L; ++i) c.predicted.push_back(static_cast<float>(unit(rng)));
+  for (std::size_t i = 0; i < per_token; ++i) c.readout.push_back(static_cast<float>(unit(rng)));
+  for (std::size_t i = 0; i < static_cast<std::size_t>(n.B) * n.H * L; ++i)
+    c.final_covariance.push_back(static_cast<float>(unit(rng)));
+  return c;
+}
+
+/// Head h's slice of x [rows, H, inner] as a tensor<S> [shape] (rows · inner elements).
+template <class S>
+tensor<S> head_slice(const char* name, const std::vector<float>& x, shape_t shape, long long H, long long h,
+                     long long inner) {
+  tensor<S> out(name, shape);
+  const long long rows = static_cast<long long>(out.size()) / inner;
+  for (long long row = 0; row < rows; ++row)
+    for (long long i = 0; i < inner; ++i)
+      out.data()[static_cast<std::size_t>(row * inner + i)] = S(static_cast<double>(x[(row * H + h) * inner + i]));
+  return out;
+}
+
+/// The reference adjoint of head h over S (double: the values; running_error<double>: their bounds).
+template <class S, class Inputs>
+gradients<S> head_gradients(const Inputs& in64, const kdn_gain_cotangents& c, const kdn_gain_validate_shape& n,
+                            long long L, long long h, float tau) {
+  const std::size_t B = n.B, T = n.T;
+  constexpr bool diagonal = std::is_same_v<Inputs, diagonal_kdn_inputs<double>>;
+  const auto convert = [](const tensor<double>& x) {
+    tensor<S> out(x.name(), x.shape());
+    for (std::size_t i = 0; i < x.size(); ++i) out.data()[i] = S(x.data()[i]);
+    return out;
+  };
+  std::conditional_t<diagonal, diagonal_kdn_inputs<S>, isotropic_kdn_inputs<S>> in;
+  in.q = convert(in64.q);
+  in.k = convert(in64.k);
+  in.v = convert(in64.v);
+  in.g = convert(in64.g);
+  in.omega = convert(in64.omega);
+  in.r = convert(in64.r);
+  in.initial_covariance = convert(*in64.initial_covariance);
+  in.scale = S(static_cast<double>(tau));  // the kernels' τ, exactly
+  const shape_t per_token = diagonal ? shape_t{B, T, 1, static_cast<std::size_t>(L)} : shape_t{B, T, 1};
+  const shape_t finals = diagonal ? shape_t{B, 1, static_cast<std::size_t>(L)} : shape_t{B, 1};
+  cotangents<S> cot{head_slice<S>(diagonal ? "gain" : "beta", c.gain, per_token, n.H, h, L),
+                    head_slice<S>("predicted_covariance", c.predicted, per_token, n.H, h, L),
+                    head_slice<S>("readout_variance", c.readout, {B, T, 1}, n.H, h, 1),
+                    head_slice<S>("final_covariance", c.final_covariance, finals, n.H, h, L)};
+  if constexpr (diagonal)
+    return diagonal_kdn_backward(in, cot);
+  else
+    return isotropic_kdn_backward(in, cot);
+}
+
+/// One sampled head's reference gradients and their first-order error bounds (units of u).
+struct head_gradient_result {
+  gradients<double> value;
+  gradients<running_error<double>> bound;
+};
+
+/// Compares the backward's gradients with the sampled heads' references; prints one line each.
+int validate_gradients(const kdn_gain_validate_options& o, const kdn_gain_validate_shape& n,
+                       const kdn_validate_inputs& x, const kdn_gain_problem& p, const std::vector<long long>& heads,
+                       const char* model, unsigned threads) {
+  const bool diagonal = o.form == kdn_form::diagonal;
+  const long long B = n.B, T = n.T, H = n.H, K = n.K, L = diagonal ? K : 1;
+  if (T == 0) return 0;  // the reference takes no empty sequence (the twin test checks T = 0)
+  const kdn_gain_cotangents c = draw_cotangents(n, L, o.seed);
+  kdn_gain_backward_problem bp;
+  bp.forward = p;
+  bp.forward.predicted_covariance = bp.forward.gain = bp.forward.readout_variance = bp.forward.final_covariance =
+      nullptr;
+  bp.d_gain = c.gain.data();
+  bp.d_predicted_covariance = c.predicted.data();
+  bp.d_readout_variance = c.readout.data();
+  bp.d_final_covariance = c.final_covariance.data();
+  std::vector<float> dq(B * T * H * K), dk(dq.size()), dg(dq.size()), domega(B * T * H * L), dr(B * T * H), dmu(H),
+      dprior(B * H * L), dtau(1);
+  bp.dq = dq.data(), bp.dk = dk.data(), bp.dg = dg.data(), bp.domega = domega.data(), bp.dr = dr.data();
+  bp.dmu = dmu.data(), bp.dinitial_covariance = dprior.data(), bp.dtau = dtau.data();
+  if (o.twin) {
+    kdn_gain_backward_twin(bp);
+  } else {
+#if defined(KALMAN_ORACLE_GPU_HAVE_CUDA)
+    kdn_gain_backward_host(bp);
+#else
+    throw std::invalid_argument("validate: this build has no CUDA kernels; use --device twin");
+#endif
+  }
+  std::vector<std::optional<head_gradient_result>> per_head(heads.size());
+  kalman_oracle::detail::parallel_for(heads.size(), threads, [&](std::size_t j) {
+    if (diagonal) {
+      const auto in = head_inputs<diagonal_kdn_inputs<double>>(x, n, L, heads[j]);
+      per_head[j].emplace(head_gradient_result{head_gradients<double>(in, c, n, L, heads[j], p.tau),
+                                               head_gradients<running_error<double>>(in, c, n, L, heads[j], p.tau)});
+    } else {
+      const auto in = head_inputs<isotropic_kdn_inputs<double>>(x, n, L, heads[j]);
+      per_head[j].emplace(head_gradient_result{head_gradients<double>(in, c, n, L, heads[j], p.tau),
+                                               head_gradients<running_error<double>>(in, c, n, L, heads[j], p.tau)});
+    }
+  });
+  const auto budget = [](const running_error<double>& e) { return (2 * 0x1p-24 + 2 * 0x1p-53) * e.error(); };
+  // The kernels' [rows, H, inner] gradient at the sampled heads against each head's [rows, 1, inner].
+  const auto compare = [&](const char* name, const std::vector<float>& kernel, const char* ref_name, long long inner) {
+    comparison cmp;
+    cmp.output = name;
+    for (std::size_t j = 0; j < heads.size(); ++j) {
+      const tensor<double>& ref = per_head[j]->value.at(ref_name);
+      const tensor<running_error<double>>& err = per_head[j]->bound.at(ref_name);
+      const long long rows = static_cast<long long>(ref.size()) / inner;
+      for (long long row = 0; row < rows; ++row)
+        for (long long i = 0; i < inner; ++i) {
+          const std::size_t at = static_cast<std::size_t>(row * inner + i);
+          const long long from = ref.size() == 1 ? heads[j] : (row * H + heads[j]) * inner + i;
+          cmp.add(kernel[from], ref.data()[at], budget(err.data()[at]), [&] {
+            return "head " + std::to_string(heads[j]) + (rows > 1 ? ", row " + std::to_string(row) : "") +
+                   (inner > 1 ? ", channel " + std::to_string(i) : "");
+          });
+        }
+    }
+    return cmp;
+  };
+  std::vector<comparison> results{compare("dq", dq, "q", K),
+                                  compare("dk", dk, "k", K),
+                                  compare("dg", dg, "g", K),
+                                  compare("domega", domega, "omega", L),
+                                  compare("dr", dr, "r", 1),
+                                  compare("dmu", dmu, "mu", 1),
+                                  compare("dinitial_covariance", dprior, "initial_covariance", L)};
+  if (static_cast<long long>(heads.size()) == H) {  // dτ sums over every head
+    comparison cmp;
+    cmp.output = "dtau";
+    double value = 0, bound = 0;
+    for (const auto& r : per_head) {
+      value += r->value.at("scale").data()[0];
+      bound += budget(r->bound.at("scale").data()[0]) + 0x1p-52 * std::abs(r->value.at("scale").data()[0]);
+    }
+    cmp.add(dtau[0], value, bound, [] { return std::string("the sum over heads"); });
+    results.push_back(cmp);
+  }
+  char label[160];
+  std::snprintf(label, sizeof label, "%s backward %s B=%d T=%d H=%d K=%d (%zu heads)", model,
+                o.twin ? "twin" : "kernel", n.B, n.T, n.H, n.K, heads.size());
+  int status = 0;
+  for (const comparison& cmp : results) {
+    if (!cmp.pass()) status = 1;
+    print_comparison(cmp, o.json, label,
+                     {{"model", model},
+                      {"device", o.twin ? "twin" : "cuda"},
+                      {"pass", "backward"},
+                      {"B", n.B},
+                      {"T", n.T},
+                      {"H", n.H},
+                      {"K", n.K},
+                      {"sampled_heads", heads.size()}},
+                     "", "estimate: 2u x the first-order running error of the binary64 adjoint");
+  }
+  return status;
 }
 
 }  // namespace
@@ -235,6 +414,7 @@ int validate_kdn_gain(const kdn_gain_validate_options& o) {
                         {"sampled_heads", heads.size()}},
                        hypothesis_failure);
     }
+    if (validate_gradients(o, n, x, p, heads, model, threads) != 0) status = 1;
   }
   return status;
 }

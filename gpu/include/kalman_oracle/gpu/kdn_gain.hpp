@@ -46,9 +46,10 @@ inline constexpr int kdn_gain_max_key_dim = 256;
 /// Covariance lanes of one (batch row, head): K channels, or one.
 inline int kdn_gain_channels(const kdn_gain_problem& p) { return p.form == kdn_form::diagonal ? p.key_dim : 1; }
 
-/// std::invalid_argument naming the rule for sizes out of range or a missing tensor.
-inline void kdn_gain_check(const kdn_gain_problem& p) {
-  const auto fail = [](const std::string& what) { throw std::invalid_argument("kdn_gain: " + what); };
+/// std::invalid_argument naming the rule for sizes out of range or a missing input (`who` names
+/// the caller in messages: kdn_gain, kdn_gain_backward).
+inline void kdn_gain_check_inputs(const kdn_gain_problem& p, const std::string& who) {
+  const auto fail = [&](const std::string& what) { throw std::invalid_argument(who + ": " + what); };
   if (p.batch < 1 || p.heads < 1 || p.tokens < 0)
     fail("B and HV must be >= 1 and T >= 0, got B = " + std::to_string(p.batch) + ", HV = " + std::to_string(p.heads) +
          ", T = " + std::to_string(p.tokens));
@@ -62,11 +63,18 @@ inline void kdn_gain_check(const kdn_gain_problem& p) {
                                                                  {"q", p.q.data, per_token},
                                                                  {"g", p.g.data, per_token},
                                                                  {"omega", p.omega.data, per_token},
-                                                                 {"r", p.r.data, per_token},
-                                                                 {"readout_variance", p.readout_variance, per_token},
-                                                                 {"final_covariance", p.final_covariance, true}};
+                                                                 {"r", p.r.data, per_token}};
   for (const auto& [name, data, needed] : required)
     if (needed && data == nullptr) fail(std::string(name) + " is missing (a null pointer)");
+}
+
+/// std::invalid_argument naming the rule for sizes out of range or a missing tensor.
+inline void kdn_gain_check(const kdn_gain_problem& p) {
+  kdn_gain_check_inputs(p, "kdn_gain");
+  if (p.tokens > 0 && p.readout_variance == nullptr)
+    throw std::invalid_argument("kdn_gain: readout_variance is missing (a null pointer)");
+  if (p.final_covariance == nullptr)
+    throw std::invalid_argument("kdn_gain: final_covariance is missing (a null pointer)");
 }
 
 /// Scratch bytes kdn_gain_device needs: the chunk totals and carries of the covariance scan.

@@ -1,0 +1,47 @@
+// What the KDN gain kernels and their backward share (gpu/src/kdn_gain.cu, kdn_gain_backward.cu;
+// private to gpu/src): a lane's reads of one (batch row, head)'s inputs, and the warp's sum over
+// channels in kdn_channel_sum_twin's order.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kalman_oracle/gpu/input_element.cuh"
+#include "kalman_oracle/gpu/kdn_gain.hpp"
+#include "kalman_oracle/gpu/models/kdn_gain.cuh"
+
+namespace kalman_oracle::gpu {
+
+/// The sum over channels of the lanes' partial sums: lane l's partial is its channels' terms added
+/// in order from +0; the tree takes lane l + o into lane l for o = 16, 8, 4, 2, 1; every lane gets
+/// lane 0's total (kdn_channel_sum_twin's order).
+__device__ __forceinline__ float warp_channel_sum(float partial) {
+  for (int offset = kdn_lanes / 2; offset > 0; offset /= 2)
+    partial = add_rn(partial, __shfl_down_sync(0xffffffffu, partial, offset));
+  return __shfl_sync(0xffffffffu, partial, 0);
+}
+
+/// One (batch row, head)'s inputs as a lane reads them.
+template <class In>
+struct kdn_head_reader {
+  const kdn_gain_problem& p;
+  long long b, h;
+  __device__ float k(long long t, int i) const {
+    return load_widened<In>(p.k, offset_of(p.k, b, t, h / p.key_head_group, i));
+  }
+  __device__ float q(long long t, int i) const {
+    return load_widened<In>(p.q, offset_of(p.q, b, t, h / p.key_head_group, i));
+  }
+  __device__ float g(long long t, int i) const { return load_widened<In>(p.g, offset_of(p.g, b, t, h, i)); }
+  __device__ float omega(long long t, int i) const { return load_widened<In>(p.omega, offset_of(p.omega, b, t, h, i)); }
+  __device__ float r(long long t) const { return load_widened<In>(p.r, offset_of(p.r, b, t, h)); }
+  __device__ float mu() const {
+    return p.mu.data ? load_widened<In>(p.mu, offset_of(p.mu, h, 0, 0)) : static_cast<float>(p.key_dim);
+  }
+  __device__ float prior(int lane_channel) const {
+    return p.initial_covariance.data
+               ? load_widened<In>(p.initial_covariance, offset_of(p.initial_covariance, b, h, lane_channel))
+               : 1.0f;
+  }
+};
+
+}  // namespace kalman_oracle::gpu
