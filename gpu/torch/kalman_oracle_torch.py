@@ -18,6 +18,17 @@ kernels have no backward yet); o and the final state float32 (final_state None u
 fla). The kernels compute in the bf16-tc tier: bfloat16 matrix-product operands, binary32
 accumulation.
 
+    from kalman_oracle_torch import kdn_gain
+    predicted, gain, readout_variance, final_covariance = kdn_gain("diagonal", k, q, g, omega, r, mu=None,
+                                                                   initial_covariance=None, scale=None)
+
+the KDN gain path (docs/math.md §4, §5): q, k [B, T, H, K]; g log gates [B, T, HV, K]; omega
+[B, T, HV, K] (diagonal) or [B, T, HV] (isotropic); r [B, T, HV]; mu [HV] (default K); the prior
+covariance [B, HV, K] or [B, HV] (default 1), any of g, omega, r, mu and the prior broadcast; outputs
+float32 (the gain κ [B, T, HV, K] or β [B, T, HV]); differentiable in every tensor input
+(`torch.ops.kalman_oracle.kdn_gain`). A whole KDN also needs the memory's backward, which the
+delta-rule kernels do not have yet.
+
 Each extension is compiled on first use from its op's .cpp and gpu/src with torch.utils.cpp_extension
 (nvcc and ninja needed; $KALMAN_ORACLE_TORCH_BUILD, when set, is the parent of one build directory
 per extension).
@@ -60,6 +71,22 @@ def extension():
     return _load("kalman_oracle_gpu_torch", "kla_op.cpp", ("kla_forward.cu", "kla_backward.cu", "device.cu"))
 
 
+def kdn_gain_extension():
+    """The KDN gain extension."""
+    return _load("kalman_oracle_gpu_torch_kdn_gain", "kdn_gain_op.cpp", ("kdn_gain.cu", "kdn_gain_backward.cu",
+                                                                         "device.cu"))
+
+
+def _sum_to_input(grad, x):
+    """A float32 gradient summed over the axes that the input x was broadcast along (gaining leading
+    axes first where the gradient has fewer), in x's dtype; None where x is None."""
+    if x is None:
+        return None
+    while grad.dim() < x.dim():
+        grad = grad.unsqueeze(0)
+    return grad.sum_to_size(x.shape).to(x.dtype)
+
+
 def delta_rule_extension():
     """The chunked delta-rule extension."""
     return _load("kalman_oracle_gpu_torch_delta_rule", "delta_rule_op.cpp", ("delta_rule_chunked.cu", "device.cu"))
@@ -96,15 +123,8 @@ def _backward(ctx, dy, dy_var, dfinal_lambda, dfinal_eta, _dcheckpoint_lambda, _
         v, Lambda, k, q, a_bar, p_bar, lambda_0, eta_0, dy, dy_var, dfinal_lambda, dfinal_eta, checkpoint_lambda,
         checkpoint_eta)
 
-    def to_input(grad, x):
-        # Summed over the axes the input was broadcast along (a static [M, S] gradient of a
-        # [1, 1, M, S] input gains its leading axes first), in the input's dtype.
-        if x is None:
-            return None
-        while grad.dim() < x.dim():
-            grad = grad.unsqueeze(0)
-        return grad.sum_to_size(x.shape).to(x.dtype)
-
+    # (A static [M, S] gradient of a [1, 1, M, S] input gains its leading axes first.)
+    to_input = _sum_to_input
     return (to_input(dv, v), to_input(dLambda, Lambda), to_input(dk, k), to_input(dq, q), to_input(da, a_bar),
             to_input(dp, p_bar), to_input(dlambda_0, lambda_0), to_input(deta_0, eta_0))
 
@@ -117,6 +137,52 @@ def kla(v, Lambda, k, q, a_bar, p_bar, lambda_0=None, eta_0=None):
     y, y_var, final_lambda, final_eta, _, _ = torch.ops.kalman_oracle.kla(v, Lambda, k, q, a_bar, p_bar, lambda_0,
                                                                           eta_0)
     return y, y_var, final_lambda, final_eta
+
+
+@torch.library.custom_op("kalman_oracle::kdn_gain", mutates_args=())
+def _kdn_gain(form: str, k: Tensor, q: Tensor, g: Tensor, omega: Tensor, r: Tensor, mu: Optional[Tensor],
+              initial_covariance: Optional[Tensor], scale: float) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    predicted, gain, readout, final_covariance = kdn_gain_extension().forward(form, k, q, g, omega, r, mu,
+                                                                              initial_covariance, scale)
+    return predicted, gain, readout, final_covariance
+
+
+@_kdn_gain.register_fake
+def _(form, k, q, g, omega, r, mu, initial_covariance, scale):
+    B, T, _, K = k.shape
+    HV = g.shape[2]
+    per_token = (B, T, HV, K) if form == "diagonal" else (B, T, HV)
+    finals = (B, HV, K) if form == "diagonal" else (B, HV)
+    f32 = dict(dtype=torch.float32, device=k.device)
+    return (k.new_empty(per_token, **f32), k.new_empty(per_token, **f32), k.new_empty((B, T, HV), **f32),
+            k.new_empty(finals, **f32))
+
+
+def _kdn_gain_setup_context(ctx, inputs, output):
+    form, k, q, g, omega, r, mu, initial_covariance, scale = inputs
+    ctx.form, ctx.scale = form, scale
+    ctx.save_for_backward(k, q, g, omega, r, mu, initial_covariance, output[0])
+
+
+def _kdn_gain_backward(ctx, d_predicted, d_gain, d_readout, d_final):
+    k, q, g, omega, r, mu, initial_covariance, predicted = ctx.saved_tensors
+    dk, dq, dg, domega, dr, dmu, dprior = kdn_gain_extension().backward(
+        ctx.form, k, q, g, omega, r, mu, initial_covariance, ctx.scale, predicted, d_predicted, d_gain, d_readout,
+        d_final)
+    to_input = _sum_to_input
+    return (None, to_input(dk, k), to_input(dq, q), to_input(dg, g), to_input(domega, omega), to_input(dr, r),
+            to_input(dmu, mu), to_input(dprior, initial_covariance), None)
+
+
+_kdn_gain.register_autograd(_kdn_gain_backward, setup_context=_kdn_gain_setup_context)
+
+
+def kdn_gain(form, k, q, g, omega, r, mu=None, initial_covariance=None, scale=None):
+    """predicted_covariance, gain (κ, or β for the isotropic form), readout_variance, final_covariance
+    of the KDN gain path (form "diagonal" or "isotropic"), differentiable in every tensor input."""
+    if scale is None:
+        scale = k.shape[-1] ** -0.5
+    return torch.ops.kalman_oracle.kdn_gain(form, k, q, g, omega, r, mu, initial_covariance, float(scale))
 
 
 @torch.library.custom_op("kalman_oracle::delta_rule", mutates_args=())

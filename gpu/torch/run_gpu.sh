@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The PyTorch op on a GPU machine (docs/kernels.md, "PyTorch"):
 #   run_gpu.sh KALMAN_ORACLE KALMAN_ORACLE_GPU SUITE...
-# builds the extensions (first use), runs test_kla_op.py and test_delta_rule_op.py, then for each
+# builds the extensions (first use), runs test_kla_op.py, test_kdn_gain_op.py and
+# test_delta_rule_op.py, then for each
 # suite: conform with each op as the command (KLA; the fixed-gain family under bf16-tc), and a
 # bit-for-bit comparison of the ops' candidates with kalman-oracle-gpu's (the same kernels called
 # from C++). Exit status 1 on any failure.
@@ -32,6 +33,8 @@ PY
 }
 echo "== test_kla_op.py"
 "$python" "$here/test_kla_op.py" || status=1
+echo "== test_kdn_gain_op.py"
+"$python" "$here/test_kdn_gain_op.py" || status=1
 echo "== test_delta_rule_op.py"
 "$python" "$here/test_delta_rule_op.py" || status=1
 fixed_gain=gla,delta_net,gated_delta_net,kda
