@@ -137,69 +137,80 @@ int validate_delta_rule(const delta_rule_validate_options& o) {
 
     // The binary64 chunked form and its budgets, one (sampled head, batch row) a task.
     const std::vector<long long> heads = spread_sample(o.sample_heads, H);
-    const std::size_t tasks = heads.size() * static_cast<std::size_t>(B);
-    std::vector<std::optional<check::fixed_gain_tensor_core_result>> per_task(tasks);
     const unsigned threads = o.threads != 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
-    kalman_oracle::detail::parallel_for(tasks, threads, [&](std::size_t j) {
-      const long long h = heads[j / static_cast<std::size_t>(B)], b = static_cast<long long>(j) % B;
-      per_task[j].emplace(check::fixed_gain_tensor_core_budget(head_inputs(x, n, o.model, b, h, p.tau),
-                                                               operand_format::bf16, delta_rule_chunk_tokens));
-    });
-
-    comparison o_cmp, state_cmp;
-    o_cmp.output = "o";
-    state_cmp.output = "final_state";
-    for (std::size_t j = 0; j < tasks; ++j) {
-      const long long h = heads[j / static_cast<std::size_t>(B)], b = static_cast<long long>(j) % B;
-      const check::fixed_gain_tensor_core_result& r = *per_task[j];
-      for (long long t = 0; t < T; ++t)
-        for (long long c = 0; c < V; ++c) {
-          const std::size_t at = static_cast<std::size_t>(t * V + c);
-          o_cmp.add(out[((b * T + t) * H + h) * V + c], r.o.data()[at], r.o_budget.data()[at], [&] {
-            return "batch " + std::to_string(b) + ", token " + std::to_string(t) + ", head " + std::to_string(h) +
-                   ", value " + std::to_string(c);
-          });
-        }
-      for (long long e = 0; e < K * V; ++e)
-        state_cmp.add(final_state[(b * H + h) * K * V + e], r.final_state.data()[e], r.final_state_budget.data()[e],
-                      [&] {
-                        return "batch " + std::to_string(b) + ", head " + std::to_string(h) + ", key " +
-                               std::to_string(e / V) + ", value " + std::to_string(e % V);
-                      });
-    }
-    // A budget at or above the output's scale says nothing (long runs without decay: docs/kernels.md).
-    const auto count_vacuous = [&](comparison& c, auto value, auto budget) {
-      double scale = 0;
-      for (std::size_t j = 0; j < tasks; ++j)
-        for (const double v : value(*per_task[j]).data()) scale = std::max(scale, std::fabs(v));
-      for (std::size_t j = 0; j < tasks; ++j)
-        for (const double b : budget(*per_task[j]).data()) c.vacuous += b >= scale ? 1 : 0;
-    };
-    using result = check::fixed_gain_tensor_core_result;
-    count_vacuous(
-        o_cmp, [](const result& r) -> const auto& { return r.o; },
-        [](const result& r) -> const auto& { return r.o_budget; });
-    count_vacuous(
-        state_cmp, [](const result& r) -> const auto& { return r.final_state; },
-        [](const result& r) -> const auto& { return r.final_state_budget; });
     char label[160];
     std::snprintf(label, sizeof label, "%s %s B=%d T=%d H=%d K=%d V=%d (%zu heads)", o.model.c_str(),
                   o.twin ? "twin" : "kernel", n.B, n.T, n.H, n.K, n.V, heads.size());
-    for (const comparison* c : {&o_cmp, &state_cmp}) {
-      if (!c->pass()) status = 1;
-      print_comparison(*c, o.json, label,
-                       {{"model", o.model},
-                        {"device", o.twin ? "twin" : "cuda"},
-                        {"B", n.B},
-                        {"T", n.T},
-                        {"H", n.H},
-                        {"K", n.K},
-                        {"V", n.V},
-                        {"sampled_heads", heads.size()}},
-                       "",
-                       "bf16-tc tier (first-order estimate, chunks of 64) + the binary64 run's own first-order "
-                       "error, on the binary64 trajectory");
-    }
+    if (check_memory_against_reference(
+            n, out, final_state, heads,
+            [&](long long b, long long h) { return head_inputs(x, n, o.model, b, h, p.tau); }, threads, o.json, label,
+            {{"model", o.model},
+             {"device", o.twin ? "twin" : "cuda"},
+             {"B", n.B},
+             {"T", n.T},
+             {"H", n.H},
+             {"K", n.K},
+             {"V", n.V},
+             {"sampled_heads", heads.size()}}) != 0)
+      status = 1;
+  }
+  return status;
+}
+
+int check_memory_against_reference(const delta_rule_validate_shape& n, const std::vector<float>& out,
+                                   const std::vector<float>& final_state, const std::vector<long long>& heads,
+                                   const std::function<fixed_gain_inputs<double>(long long b, long long h)>& head_problem,
+                                   unsigned threads, bool json, const std::string& label, const nlohmann::json& shape) {
+  const long long B = n.B, T = n.T, H = n.H, K = n.K, V = n.V;
+  const std::size_t tasks = heads.size() * static_cast<std::size_t>(B);
+  std::vector<std::optional<check::fixed_gain_tensor_core_result>> per_task(tasks);
+  kalman_oracle::detail::parallel_for(tasks, threads, [&](std::size_t j) {
+    const long long h = heads[j / static_cast<std::size_t>(B)], b = static_cast<long long>(j) % B;
+    per_task[j].emplace(
+        check::fixed_gain_tensor_core_budget(head_problem(b, h), operand_format::bf16, delta_rule_chunk_tokens));
+  });
+  comparison o_cmp, state_cmp;
+  o_cmp.output = "o";
+  state_cmp.output = "final_state";
+  for (std::size_t j = 0; j < tasks; ++j) {
+    const long long h = heads[j / static_cast<std::size_t>(B)], b = static_cast<long long>(j) % B;
+    const check::fixed_gain_tensor_core_result& r = *per_task[j];
+    for (long long t = 0; t < T; ++t)
+      for (long long c = 0; c < V; ++c) {
+        const std::size_t at = static_cast<std::size_t>(t * V + c);
+        o_cmp.add(out[((b * T + t) * H + h) * V + c], r.o.data()[at], r.o_budget.data()[at], [&] {
+          return "batch " + std::to_string(b) + ", token " + std::to_string(t) + ", head " + std::to_string(h) +
+                 ", value " + std::to_string(c);
+        });
+      }
+    for (long long e = 0; e < K * V; ++e)
+      state_cmp.add(final_state[(b * H + h) * K * V + e], r.final_state.data()[e], r.final_state_budget.data()[e],
+                    [&] {
+                      return "batch " + std::to_string(b) + ", head " + std::to_string(h) + ", key " +
+                             std::to_string(e / V) + ", value " + std::to_string(e % V);
+                    });
+  }
+  // A budget at or above the output's scale says nothing (long runs without decay: docs/kernels.md).
+  const auto count_vacuous = [&](comparison& c, auto value, auto budget) {
+    double scale = 0;
+    for (std::size_t j = 0; j < tasks; ++j)
+      for (const double v : value(*per_task[j]).data()) scale = std::max(scale, std::fabs(v));
+    for (std::size_t j = 0; j < tasks; ++j)
+      for (const double b : budget(*per_task[j]).data()) c.vacuous += b >= scale ? 1 : 0;
+  };
+  using result = check::fixed_gain_tensor_core_result;
+  count_vacuous(
+      o_cmp, [](const result& r) -> const auto& { return r.o; },
+      [](const result& r) -> const auto& { return r.o_budget; });
+  count_vacuous(
+      state_cmp, [](const result& r) -> const auto& { return r.final_state; },
+      [](const result& r) -> const auto& { return r.final_state_budget; });
+  int status = 0;
+  for (const comparison* c : {&o_cmp, &state_cmp}) {
+    if (!c->pass()) status = 1;
+    print_comparison(*c, json, label, shape, "",
+                     "bf16-tc tier (first-order estimate, chunks of 64) + the binary64 run's own first-order "
+                     "error, on the binary64 trajectory");
   }
   return status;
 }

@@ -17,7 +17,13 @@
 //      the fixtures' gradient budget: 2 u × the first-order running error bound of that adjoint
 //      (the same template over running_error<double>), u = 2^-24 plus 2^-53 (labelled an estimate,
 //      as in the fixtures; docs/error-model.md). dq, dk, dg, domega, dr, dinitial_covariance and
-//      dmu at the sampled heads; dtau when every head is sampled.
+//      dmu at the sampled heads; dtau when every head is sampled;
+//   6. the memory (where the delta-rule kernel takes K, with V = K): v and an initial state drawn in
+//      [-1, 1], the chunked delta-rule kernel (or its twin) with the two-key rule, the gate g per
+//      channel and the gain kernels' own κ (isotropic: κ = fl(β k)), as `run --with-memory` runs a
+//      whole KDN; then validate_delta_rule's check (check_memory_against_reference): per sampled
+//      head and batch row, the binary64 chunked WY form with those κ and the bf16-tc budget. So the
+//      memory is checked given the kernels' gains (whose own errors step 4 checks).
 #include "validate_kdn_gain.hpp"
 
 #include <algorithm>
@@ -35,6 +41,7 @@
 #include "kalman_oracle/check/diagonal_kdn_bound.hpp"
 #include "kalman_oracle/check/isotropic_kdn_bound.hpp"
 #include "kalman_oracle/detail/parallel_for.hpp"
+#include "kalman_oracle/gpu/twin/delta_rule_chunked_twin.hpp"
 #include "kalman_oracle/gpu/twin/kdn_gain_backward_twin.hpp"
 #include "kalman_oracle/gpu/twin/kdn_gain_twin.hpp"
 #include "kalman_oracle/grad/diagonal.hpp"
@@ -42,6 +49,7 @@
 #include "kalman_oracle/models/diagonal.hpp"
 #include "kalman_oracle/models/isotropic.hpp"
 #include "kalman_oracle/scalar/running_error.hpp"
+#include "validate_delta_rule.hpp"
 #include "validate_report.hpp"
 
 namespace kalman_oracle::gpu::tools {
@@ -283,6 +291,98 @@ int validate_gradients(const kdn_gain_validate_options& o, const kdn_gain_valida
   return status;
 }
 
+/// Step 6: the memory with the kernels' gains (`gain`: κ [B, T, H, K], or β [B, T, H]).
+int validate_memory(const kdn_gain_validate_options& o, const kdn_gain_validate_shape& n,
+                    const kdn_validate_inputs& x, const std::vector<float>& gain, float tau,
+                    const std::vector<long long>& heads, const char* model, unsigned threads) {
+  const bool diagonal = o.form == kdn_form::diagonal;
+  const long long B = n.B, T = n.T, H = n.H, K = n.K, V = n.K;
+  char label[160];
+  std::snprintf(label, sizeof label, "%s memory %s B=%d T=%d H=%d K=%d V=%d (%zu heads)", model,
+                o.twin ? "twin" : "kernel", n.B, n.T, n.H, n.K, n.K, heads.size());
+  delta_rule_problem m;
+  m.rule = delta_rule_kind::two_key;
+  m.gate = delta_rule_gate::per_channel;
+  m.batch = n.B, m.tokens = n.T, m.heads = n.H, m.key_dim = n.K, m.value_dim = n.K, m.key_head_group = 1;
+  m.dtype = input_dtype::f32;
+  m.tau = tau;
+  std::vector<float> v(B * T * H * V), initial(B * H * K * V), kappa(B * T * H * K);
+  std::vector<float> out(B * T * H * V, NAN), final_state(B * H * K * V, NAN);
+  m.q = strided_view(x.q.data(), T * H * K, H * K, K, 1);
+  m.k = strided_view(x.k.data(), T * H * K, H * K, K, 1);
+  m.v = strided_view(v.data(), T * H * V, H * V, V, 1);
+  m.g = strided_view(x.g.data(), T * H * K, H * K, K, 1);
+  m.kappa = strided_view(kappa.data(), T * H * K, H * K, K, 1);
+  m.initial_state = strided_view(initial.data(), H * K * V, K * V, V, 1);
+  m.o = out.data(), m.final_state = final_state.data();
+  try {
+    if (T == 0) throw std::invalid_argument("T = 0");
+    delta_rule_check(m);
+  } catch (const std::invalid_argument& e) {  // sizes the memory kernel does not take: said, not failed
+    if (o.json)
+      std::printf("%s\n", nlohmann::json{{"model", model}, {"pass", "memory"}, {"B", n.B}, {"T", n.T}, {"H", n.H},
+                                          {"K", n.K}, {"verdict", "NOT RUN"}, {"why", e.what()}}
+                               .dump()
+                               .c_str());
+    else
+      std::printf("%s  memory not run: %s\n", label, e.what());
+    return 0;
+  }
+  std::mt19937_64 rng(o.seed + 0x51ed27u);
+  std::uniform_real_distribution<double> unit(-1.0, 1.0);
+  for (float& e : v) e = static_cast<float>(unit(rng));
+  for (float& e : initial) e = static_cast<float>(unit(rng));
+  for (long long row = 0; row < B * T * H; ++row)
+    for (long long i = 0; i < K; ++i)
+      kappa[row * K + i] = diagonal ? gain[row * K + i] : mul_rn(gain[row], x.k[row * K + i]);
+  if (o.twin) {
+    delta_rule_twin(m);
+  } else {
+#if defined(KALMAN_ORACLE_GPU_HAVE_CUDA)
+    delta_rule_host(m);
+#else
+    throw std::invalid_argument("validate: this build has no CUDA kernels; use --device twin");
+#endif
+  }
+  // Batch row b, head h as the reference's fixed-gain problem with the given gains.
+  const auto head_problem = [&](long long b, long long h) {
+    const std::size_t Ts = n.T, Ks = n.K, Vs = n.K;
+    fixed_gain_inputs<double> in;
+    in.rule = fixed_gain_rule::kda;
+    in.q = tensor<double>("q", {1, Ts, 1, Ks});
+    in.k = tensor<double>("k", {1, Ts, 1, Ks});
+    in.v = tensor<double>("v", {1, Ts, 1, Vs});
+    in.g = tensor<double>("g", {1, Ts, 1, Ks});
+    in.gain = tensor<double>("gain", {1, Ts, 1, Ks});
+    in.initial_state = tensor<double>("initial_state", {1, 1, Ks, Vs});
+    in.scale = static_cast<double>(tau);
+    for (long long t = 0; t < T; ++t) {
+      const long long row = (b * T + t) * H + h;
+      for (long long i = 0; i < K; ++i) {
+        const std::size_t at = static_cast<std::size_t>(t * K + i), from = static_cast<std::size_t>(row * K + i);
+        in.q.data()[at] = x.q[from];
+        in.k.data()[at] = x.k[from];
+        in.g->data()[at] = x.g[from];
+        in.gain->data()[at] = kappa[from];
+      }
+      for (long long j = 0; j < V; ++j) in.v.data()[static_cast<std::size_t>(t * V + j)] = v[row * V + j];
+    }
+    for (long long e = 0; e < K * V; ++e) in.initial_state->data()[e] = initial[(b * H + h) * K * V + e];
+    return in;
+  };
+  return check_memory_against_reference({n.B, n.T, n.H, n.K, n.K}, out, final_state, heads, head_problem, threads,
+                                        o.json, label,
+                                        {{"model", model},
+                                         {"device", o.twin ? "twin" : "cuda"},
+                                         {"pass", "memory"},
+                                         {"B", n.B},
+                                         {"T", n.T},
+                                         {"H", n.H},
+                                         {"K", n.K},
+                                         {"V", n.K},
+                                         {"sampled_heads", heads.size()}});
+}
+
 }  // namespace
 
 int validate_kdn_gain(const kdn_gain_validate_options& o) {
@@ -415,6 +515,7 @@ int validate_kdn_gain(const kdn_gain_validate_options& o) {
                        hypothesis_failure);
     }
     if (validate_gradients(o, n, x, p, heads, model, threads) != 0) status = 1;
+    if (validate_memory(o, n, x, gain, p.tau, heads, model, threads) != 0) status = 1;
   }
   return status;
 }
