@@ -77,8 +77,11 @@ gradients<T> diagonal_kdn_backward(const diagonal_kdn_inputs<T>& inputs, const c
         }
       }
       memory_head_gradients<T> gm = detail::grad::kdn_memory_backward(m, cots, b, h);
-      for (std::size_t t = 0; t < N; ++t)
-        for (std::size_t i = 0; i < K; ++i) gm.write[t * K + i] += cotangent_at(cots.gain, b, t, h, i);
+      // The internals' cotangents only where given: adding a zero is not free over running_error
+      // (it counts a rounding), and would change the fixtures' first-order gradient budgets.
+      if (cots.gain)
+        for (std::size_t t = 0; t < N; ++t)
+          for (std::size_t i = 0; i < K; ++i) gm.write[t * K + i] += (*cots.gain)(b, t, h, i);
 
       // Reverse: scalar covariance adjoints, one per channel.
       std::vector<T> cov_bar(K), predicted_bar(K);
@@ -105,8 +108,8 @@ gradients<T> diagonal_kdn_backward(const diagonal_kdn_inputs<T>& inputs, const c
           const T& key = m.erase[x];
           const T& kappa_bar = gm.write[x];
           const T one_plus = T(1) + info[x] * predicted[x];
-          predicted_bar[i] = kappa_bar * key / den + den_bar * key * key + cov_bar[i] / (one_plus * one_plus) +
-                             cotangent_at(cots.predicted_covariance, b, t, h, i);
+          predicted_bar[i] = kappa_bar * key / den + den_bar * key * key + cov_bar[i] / (one_plus * one_plus);
+          if (cots.predicted_covariance) predicted_bar[i] += (*cots.predicted_covariance)(b, t, h, i);
           T key_bar = gm.erase[x] + kappa_bar * predicted[x] / den + 2 * den_bar * predicted[x] * key;
           // p_t = p̂ / (1 + u p̂), u = μ k² / r.
           const T& p_new = cov[(t + 1) * K + i];

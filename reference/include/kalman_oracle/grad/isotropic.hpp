@@ -99,8 +99,10 @@ gradients<T> isotropic_kdn_backward(const isotropic_kdn_inputs<T>& inputs, const
         }
         const T one_plus = T(1) + c[t] * predicted[t];
         const T gain_den = r + predicted[t] * n[t];
-        const T predicted_bar = cov_bar / (one_plus * one_plus) + beta_bar * r / (gain_den * gain_den) +
-                                cotangent_at(cots.predicted_covariance, b, t, h);
+        // (The prediction's cotangent only where given: a zero added would count a rounding over
+        // running_error, diagonal.hpp.)
+        T predicted_bar = cov_bar / (one_plus * one_plus) + beta_bar * r / (gain_den * gain_den);
+        if (cots.predicted_covariance) predicted_bar += (*cots.predicted_covariance)(b, t, h);
         const T c_bar = -cov_bar * predicted[t] * predicted[t] / (one_plus * one_plus);
         grads.mu.add(c_bar * n[t] / (channels * r), h);
         const T n_bar = c_bar * mu / (channels * r) - beta_bar * predicted[t] * predicted[t] / (gain_den * gain_den);
