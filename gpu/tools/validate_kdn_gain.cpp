@@ -244,7 +244,7 @@ int validate_gradients(const kdn_gain_validate_options& o, const kdn_gain_valida
       for (long long row = 0; row < rows; ++row)
         for (long long i = 0; i < inner; ++i) {
           const std::size_t at = static_cast<std::size_t>(row * inner + i);
-          const long long from = ref.size() == 1 ? heads[j] : (row * H + heads[j]) * inner + i;
+          const long long from = (row * H + heads[j]) * inner + i;  // dmu [H] too: one row, inner 1
           cmp.add(kernel[from], ref.data()[at], budget(err.data()[at]), [&] {
             return "head " + std::to_string(heads[j]) + (rows > 1 ? ", row " + std::to_string(row) : "") +
                    (inner > 1 ? ", channel " + std::to_string(i) : "");
@@ -292,9 +292,9 @@ int validate_gradients(const kdn_gain_validate_options& o, const kdn_gain_valida
 }
 
 /// Step 6: the memory with the kernels' gains (`gain`: κ [B, T, H, K], or β [B, T, H]).
-int validate_memory(const kdn_gain_validate_options& o, const kdn_gain_validate_shape& n,
-                    const kdn_validate_inputs& x, const std::vector<float>& gain, float tau,
-                    const std::vector<long long>& heads, const char* model, unsigned threads) {
+int validate_memory(const kdn_gain_validate_options& o, const kdn_gain_validate_shape& n, const kdn_validate_inputs& x,
+                    const std::vector<float>& gain, float tau, const std::vector<long long>& heads, const char* model,
+                    unsigned threads) {
   const bool diagonal = o.form == kdn_form::diagonal;
   const long long B = n.B, T = n.T, H = n.H, K = n.K, V = n.K;
   char label[160];
@@ -320,10 +320,16 @@ int validate_memory(const kdn_gain_validate_options& o, const kdn_gain_validate_
     delta_rule_check(m);
   } catch (const std::invalid_argument& e) {  // sizes the memory kernel does not take: said, not failed
     if (o.json)
-      std::printf("%s\n", nlohmann::json{{"model", model}, {"pass", "memory"}, {"B", n.B}, {"T", n.T}, {"H", n.H},
-                                          {"K", n.K}, {"verdict", "NOT RUN"}, {"why", e.what()}}
-                               .dump()
-                               .c_str());
+      std::printf("%s\n", nlohmann::json{{"model", model},
+                                         {"pass", "memory"},
+                                         {"B", n.B},
+                                         {"T", n.T},
+                                         {"H", n.H},
+                                         {"K", n.K},
+                                         {"verdict", "NOT RUN"},
+                                         {"why", e.what()}}
+                              .dump()
+                              .c_str());
     else
       std::printf("%s  memory not run: %s\n", label, e.what());
     return 0;
