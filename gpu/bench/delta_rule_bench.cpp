@@ -17,6 +17,7 @@
 
 #include "benches.hpp"
 #include "device_data.hpp"
+#include "kalman_oracle/gpu/delta_rule_backward.hpp"
 #include "kalman_oracle/gpu/delta_rule_chunked.hpp"
 #include "matmul_baseline.hpp"
 
@@ -121,7 +122,48 @@ void delta_rule_bench(int repeats, const cudaDeviceProp& prop) {
           ms / baseline, static_cast<double>(bytes) / 1e6 / ms, flops / 1e9 / ms, workspace_bytes, matmul_json.c_str(),
           matmul.tflops > 0 ? flops / 1e9 / ms / matmul.tflops : 0.0);
       std::fflush(stdout);
-      for (void* ptr : {k, q, v, beta, g, static_cast<void*>(o), static_cast<void*>(final_state), p.workspace})
+      cudaFree(p.workspace);
+      p.workspace = nullptr;
+
+      // The backward (binary32, CUDA cores) from random cotangents of o and the final state: every
+      // gradient, its workspace allocated once; each of its five launches timed alone too.
+      delta_rule_backward_problem bp;
+      bp.forward = p;
+      void* d_o = device_inputs(B * t * H * V, 6, -1.0f, 1.0f, input_dtype::f32);
+      void* d_final = device_inputs(B * H * K * V, 7, -1.0f, 1.0f, input_dtype::f32);
+      bp.d_o = static_cast<const float*>(d_o);
+      bp.d_final_state = static_cast<const float*>(d_final);
+      std::vector<void*> gradients;
+      const auto gradient = [&](std::size_t count) {
+        void* x = nullptr;
+        check(cudaMalloc(&x, count * 4), "cudaMalloc");
+        gradients.push_back(x);
+        return static_cast<float*>(x);
+      };
+      bp.dq = gradient(B * t * H * K), bp.dk = gradient(B * t * H * K), bp.dv = gradient(B * t * H * V);
+      bp.dbeta = gradient(B * t * H), bp.dg = gradient(B * t * H * G), bp.d_initial_state = gradient(B * H * K * V);
+      if (gate == delta_rule_gate::none) bp.dg = nullptr;
+      const std::size_t backward_workspace = delta_rule_backward_workspace_bytes(bp);
+      check(cudaMalloc(&bp.workspace, backward_workspace), "cudaMalloc");
+      const double backward_ms = median_ms(repeats, [&] { delta_rule_backward_device(bp); });
+      check(cudaGetLastError(), "delta_rule backward kernels");
+      std::string launches;
+      for (const delta_rule_backward_launch which :
+           {delta_rule_backward_launch::operands, delta_rule_backward_launch::states,
+            delta_rule_backward_launch::cotangents, delta_rule_backward_launch::value_sums,
+            delta_rule_backward_launch::channels})
+        launches += (launches.empty() ? "" : ", ") +
+                    std::to_string(median_ms(repeats, [&] { delta_rule_backward_device_launch(bp, which); }));
+      std::printf(
+          "{\"device\": \"%s\", \"kernel\": \"delta_rule_backward\", \"problem\": \"%s_B%d_T%d_H%d_K128_V128\", "
+          "\"B\": %d, \"T\": %d, \"H\": %d, \"dtype\": \"bf16\", \"ms\": %.4f, \"forward_ms\": %.4f, "
+          "\"backward_over_forward\": %.3f, \"launch_ms\": [%s], \"workspace_bytes\": %zu}\n",
+          prop.name, name, s.B, s.T, s.H, s.B, s.T, s.H, backward_ms, ms, backward_ms / ms, launches.c_str(),
+          backward_workspace);
+      std::fflush(stdout);
+      for (void* ptr : gradients) cudaFree(ptr);
+      for (void* ptr :
+           {k, q, v, beta, g, d_o, d_final, static_cast<void*>(o), static_cast<void*>(final_state), bp.workspace})
         cudaFree(ptr);
     }
 }

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "gradient_budget.hpp"
 #include "kalman_oracle/gpu/twin/kdn_gain_backward_twin.hpp"
 #include "kalman_oracle/grad/diagonal.hpp"
 #include "kalman_oracle/grad/isotropic.hpp"
@@ -27,6 +28,7 @@
 
 using namespace kalman_oracle;
 using namespace kalman_oracle::gpu;
+using namespace kalman_oracle::gpu::testing;
 
 namespace {
 
@@ -121,22 +123,6 @@ gradients<S> reference_gradients(const backward_case& c, const drawn& x, float t
   return isotropic_kdn_backward(in, cot);
 }
 
-/// The worst |twin − reference| / budget over the compared elements, and where.
-struct worst_ratio {
-  double ratio = 0;
-  std::string where;
-  void add(const std::string& name, std::size_t at, float twin, double ref, double error_units) {
-    const double budget = 2 * 0x1p-24 * error_units + 2 * 0x1p-53 * error_units;
-    const double diff = std::abs(static_cast<double>(twin) - ref);
-    const double r = diff == 0 ? 0 : (budget > 0 ? diff / budget : HUGE_VAL);
-    if (!(r <= ratio)) {  // NaN is the worst
-      ratio = std::isnan(diff) ? HUGE_VAL : r;
-      where = name + "[" + std::to_string(at) + "]: twin " + std::to_string(twin) + ", reference " +
-              std::to_string(ref) + ", budget " + std::to_string(budget);
-    }
-  }
-};
-
 }  // namespace
 
 TEST_SUITE("twin") {
@@ -205,28 +191,13 @@ TEST_SUITE("twin") {
         const gradients<running_error<double>> err = reference_gradients<running_error<double>>(c, x, p.tau);
         worst_ratio worst;
         const auto compare = [&](const char* name, const std::vector<float>& twin, const char* ref_name) {
-          const tensor<double>& r = ref.at(ref_name);
-          const tensor<running_error<double>>& e = err.at(ref_name);
-          REQUIRE_MESSAGE(r.size() == twin.size(), name);
-          for (std::size_t i = 0; i < twin.size(); ++i) worst.add(name, i, twin[i], r.data()[i], e.data()[i].error());
+          REQUIRE_MESSAGE(ref.at(ref_name).size() == twin.size(), name);
+          add_elements(worst, name, twin, ref.at(ref_name), err.at(ref_name));
         };
         // dq, dk: the reference's per value head, summed over a key head's group (in binary64 and in
         // the bounds: the sum's own rounding is far below them).
         const auto key_head_sum = [&](const char* ref_name, const std::vector<float>& twin, const char* name) {
-          const tensor<double>& r = ref.at(ref_name);
-          const tensor<running_error<double>>& e = err.at(ref_name);
-          for (std::size_t row = 0; row < B * T; ++row)
-            for (std::size_t h = 0; h < H; ++h)
-              for (std::size_t i = 0; i < K; ++i) {
-                double value = 0, units = 0;
-                for (std::size_t j = 0; j < static_cast<std::size_t>(c.group); ++j) {
-                  const std::size_t at = (row * HV + h * c.group + j) * K + i;
-                  value += r.data()[at];
-                  units += e.data()[at].error() + std::abs(r.data()[at]);
-                }
-                const std::size_t at = (row * H + h) * K + i;
-                worst.add(name, at, twin[at], value, units);
-              }
+          add_key_head_sums(worst, name, twin, ref.at(ref_name), err.at(ref_name), B * T, H, c.group, K);
         };
         key_head_sum("q", dq, "dq");
         key_head_sum("k", dk, "dk");

@@ -13,7 +13,9 @@
 // (gain, covariance, readout variance: run_kdn_gain.hpp), a partial candidate checked with
 // `conform --outputs final_covariance,readout_variance`; for the fixed-gain family's (gla, delta_net,
 // gated_delta_net, kda) the chunked delta-rule memory's forward on tensor cores (run_delta_rule.hpp),
-// checked with `conform --arithmetic bf16-tc --outputs o,final_state`. Exit 0 written, 2 bad input (a fixture of a model
+// checked with `conform --arithmetic bf16-tc --outputs o,final_state`; with `--gradients`, the
+// memory's backward (binary32) from the fixture's cotangents, the gradients alone, checked with
+// `conform --gradients-only`. Exit 0 written, 2 bad input (a fixture of a model
 // without a kernel, unreadable file, bad arguments), 1 a CUDA error.
 //
 //   kalman-oracle-gpu device        the CUDA device's name, or why there is none (exit 3)
@@ -180,6 +182,10 @@ int main(int argc, char** argv) {
   run->add_flag("--with-memory", with_memory,
                 "KDN fixtures: also the memory (o, final_state) by the chunked delta-rule kernel on tensor cores "
                 "(check with --arithmetic bf16-tc)");
+  bool gradients = false;
+  run->add_flag("--gradients", gradients,
+                "fixed-gain fixtures: the chunked backward (binary32) from the fixture's cotangents; the candidate "
+                "holds the gradients only (check with --gradients-only)");
   run->add_option("fixture", fixture, "fixture (.safetensors)")->required();
   run->add_option("output", output, "candidate to write (.safetensors)")->required();
   app.add_subcommand("device", "Print the CUDA device, or why there is none (exit 3)");
@@ -243,12 +249,18 @@ int main(int argc, char** argv) {
     const safetensors::file f = safetensors::read(fixture);
     const std::string model = fixture_model(f, fixture);
     const executor on = device == "cuda" ? executor::cuda : executor::twin;
+    if (gradients && !(model == "gla" || model == "delta_net" || model == "gated_delta_net" || model == "kda"))
+      throw input_error(fixture + ": --gradients: model " + model +
+                        " has no separate backward run (KLA's candidate holds its gradients already; the KDNs' "
+                        "memory backward is not chained with the gain path's yet); rule: gla, delta_net, "
+                        "gated_delta_net or kda");
     if (model == "kla")
       safetensors::write_atomic(output, run_kla(f, fixture, on));
     else if (model == "kdn_diagonal" || model == "kdn_isotropic")
       safetensors::write_atomic(output, run_kdn_gain(f, fixture, on, with_memory));
     else if (model == "gla" || model == "delta_net" || model == "gated_delta_net" || model == "kda")
-      safetensors::write_atomic(output, run_delta_rule(f, fixture, on));  // o and final_state, bf16-tc
+      safetensors::write_atomic(output, run_delta_rule(f, fixture, on, gradients));  // o, final_state (bf16-tc)
+                                                                                     // or the gradients
     else
       throw input_error(fixture + ": model " + model +
                         " has no GPU kernel yet (kernels: kla; the gain path of kdn_diagonal and kdn_isotropic; the "

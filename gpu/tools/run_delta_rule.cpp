@@ -5,10 +5,39 @@
 #include <vector>
 
 #include "fixture_inputs.hpp"
+#include "kalman_oracle/gpu/delta_rule_backward.hpp"
 #include "kalman_oracle/gpu/delta_rule_chunked.hpp"
+#include "kalman_oracle/gpu/twin/delta_rule_backward_twin.hpp"
 #include "kalman_oracle/gpu/twin/delta_rule_chunked_twin.hpp"
 
 namespace kalman_oracle::gpu::tools {
+
+namespace {
+
+/// Sequence n of a run, [starts[n], ends[n]): p with its inputs advanced to the sequence's first token
+/// (varlen: B = 1, the sequence's own initial state; else the B rows whole), outputs unset.
+delta_rule_problem sequence_problem(delta_rule_problem p, const delta_rule_views& all, long long n, long long t0,
+                                    long long t1, bool varlen, long long B) {
+  p.batch = static_cast<int>(varlen ? 1 : B);
+  p.tokens = static_cast<int>(t1 - t0);
+  p.k = advanced(all.k, t0 * all.k.stride[1], p.dtype);
+  p.q = advanced(all.q, t0 * all.q.stride[1], p.dtype);
+  p.v = advanced(all.v, t0 * all.v.stride[1], p.dtype);
+  p.beta = advanced(all.beta, t0 * all.beta.stride[1], p.dtype);
+  p.kappa = advanced(all.kappa, t0 * all.kappa.stride[1], p.dtype);
+  p.g = advanced(all.g, t0 * all.g.stride[1], p.dtype);
+  p.initial_state = advanced(all.initial_state, (varlen ? n : 0) * all.initial_state.stride[0], p.dtype);
+  p.o = p.final_state = nullptr;
+  return p;
+}
+
+#if !defined(KALMAN_ORACLE_GPU_HAVE_CUDA)
+[[noreturn]] void no_cuda() {
+  throw input_error("--device cuda: this build has no CUDA kernels (no CUDA compiler was found); use --device twin");
+}
+#endif
+
+}  // namespace
 
 void run_delta_rule_sequences(delta_rule_problem p, const delta_rule_views& all, const std::vector<long long>& starts,
                               const std::vector<long long>& ends, bool varlen, long long B, long long T,
@@ -19,31 +48,57 @@ void run_delta_rule_sequences(delta_rule_problem p, const delta_rule_views& all,
   final_state.assign(N * HV * K * V, 0.0f);
   for (long long n = 0; n < static_cast<long long>(starts.size()); ++n) {
     const long long t0 = starts[n];
-    p.batch = static_cast<int>(varlen ? 1 : B);
-    p.tokens = static_cast<int>(ends[n] - t0);
-    p.k = advanced(all.k, t0 * all.k.stride[1], p.dtype);
-    p.q = advanced(all.q, t0 * all.q.stride[1], p.dtype);
-    p.v = advanced(all.v, t0 * all.v.stride[1], p.dtype);
-    p.beta = advanced(all.beta, t0 * all.beta.stride[1], p.dtype);
-    p.kappa = advanced(all.kappa, t0 * all.kappa.stride[1], p.dtype);
-    p.g = advanced(all.g, t0 * all.g.stride[1], p.dtype);
-    p.initial_state = advanced(all.initial_state, (varlen ? n : 0) * all.initial_state.stride[0], p.dtype);
-    p.o = o.data() + t0 * HV * V;
-    p.final_state = final_state.data() + (varlen ? n : 0) * HV * K * V;
+    delta_rule_problem sequence = sequence_problem(p, all, n, t0, ends[n], varlen, B);
+    sequence.o = o.data() + t0 * HV * V;
+    sequence.final_state = final_state.data() + (varlen ? n : 0) * HV * K * V;
     if (on == executor::twin) {
-      delta_rule_twin(p);
+      delta_rule_twin(sequence);
     } else {
 #if defined(KALMAN_ORACLE_GPU_HAVE_CUDA)
-      delta_rule_host(p);
+      delta_rule_host(sequence);
 #else
-      throw input_error(
-          "--device cuda: this build has no CUDA kernels (no CUDA compiler was found); use --device twin");
+      no_cuda();
 #endif
     }
   }
 }
 
-safetensors::file run_delta_rule(const safetensors::file& f, const std::string& source, executor on) {
+void run_delta_rule_backward_sequences(delta_rule_problem p, const delta_rule_views& all,
+                                       const std::vector<long long>& starts, const std::vector<long long>& ends,
+                                       bool varlen, long long B, long long T, const float* d_o,
+                                       const float* d_final_state, delta_rule_gradients& g, executor on) {
+  const long long HV = p.heads, H = HV / p.key_head_group, K = p.key_dim, V = p.value_dim;
+  const long long N = varlen ? static_cast<long long>(starts.size()) : B;
+  const long long G = p.gate == delta_rule_gate::per_channel ? K : 1;
+  g.dq.assign(B * T * H * K, 0.0f), g.dk = g.dq, g.dv.assign(B * T * HV * V, 0.0f);
+  g.dbeta.assign(p.rule == delta_rule_kind::beta_form ? B * T * HV : 0, 0.0f);
+  g.dkappa.assign(p.rule == delta_rule_kind::two_key ? B * T * HV * K : 0, 0.0f);
+  g.dg.assign(p.gate != delta_rule_gate::none ? B * T * HV * G : 0, 0.0f);
+  g.dinitial_state.assign(N * HV * K * V, 0.0f);
+  const auto at = [](std::vector<float>& x, long long offset) { return x.empty() ? nullptr : x.data() + offset; };
+  for (long long n = 0; n < static_cast<long long>(starts.size()); ++n) {
+    const long long t0 = starts[n];
+    delta_rule_backward_problem bp;
+    bp.forward = sequence_problem(p, all, n, t0, ends[n], varlen, B);
+    // One sequence's rows: B = 1 under varlen, so token t0's rows start at t0 times a token's elements.
+    bp.d_o = d_o ? d_o + t0 * HV * V : nullptr;
+    bp.d_final_state = d_final_state ? d_final_state + (varlen ? n : 0) * HV * K * V : nullptr;
+    bp.dq = at(g.dq, t0 * H * K), bp.dk = at(g.dk, t0 * H * K), bp.dv = at(g.dv, t0 * HV * V);
+    bp.dbeta = at(g.dbeta, t0 * HV), bp.dkappa = at(g.dkappa, t0 * HV * K), bp.dg = at(g.dg, t0 * HV * G);
+    bp.d_initial_state = at(g.dinitial_state, (varlen ? n : 0) * HV * K * V);
+    if (on == executor::twin) {
+      delta_rule_backward_twin(bp);
+    } else {
+#if defined(KALMAN_ORACLE_GPU_HAVE_CUDA)
+      delta_rule_backward_host(bp);
+#else
+      no_cuda();
+#endif
+    }
+  }
+}
+
+safetensors::file run_delta_rule(const safetensors::file& f, const std::string& source, executor on, bool gradients) {
   const std::string model = fixture_model(f, source);
   // B, T, H, K from k; HV, V from v (models/fixed_gain.hpp's rules; the fixture was generated under them).
   const safetensors::tensor_entry& k = f.at("k", source);
@@ -80,12 +135,45 @@ safetensors::file run_delta_rule(const safetensors::file& f, const std::string& 
   const long long N = varlen ? static_cast<long long>(starts.size()) : B;
   if (const auto* x = f.find("initial_state")) prior_all = broadcast_to(*x, {N, HV, K, V}, source);
 
+  const auto u = [](long long x) { return static_cast<std::size_t>(x); };
+  safetensors::file out;
+  if (gradients) {
+    // The fixture's cotangents (binary32; an absent one is zero) and the gradients it certifies.
+    const auto cotangent = [&](const char* name, std::vector<float>& to) -> const float* {
+      const safetensors::tensor_entry* e = f.find(name);
+      if (e == nullptr) return nullptr;
+      for (const double x : safetensors::to_doubles(*e)) to.push_back(static_cast<float>(x));
+      return to.data();
+    };
+    std::vector<float> d_o, d_final;
+    const float* do_data = cotangent("do", d_o);
+    const float* dfinal_data = cotangent("dfinal_state", d_final);
+    if (do_data == nullptr && dfinal_data == nullptr)
+      throw input_error(source +
+                        ": --gradients: the fixture has no cotangents (do, dfinal_state); rule: a fixture "
+                        "generated with gradients");
+    delta_rule_gradients g;
+    run_delta_rule_backward_sequences(p, {q_all, k_all, v_all, beta_all, {}, g_all, prior_all}, starts, ends, varlen, B,
+                                      T, do_data, dfinal_data, g, on);
+    const std::pair<const char*, const std::vector<float>*> named[] = {
+        {"dq", &g.dq},       {"dk", &g.dk}, {"dv", &g.dv},
+        {"dbeta", &g.dbeta}, {"dg", &g.dg}, {"dinitial_state", &g.dinitial_state}};
+    for (const auto& [name, values] : named) {
+      const safetensors::tensor_entry* want = f.find(name);
+      if (want == nullptr) continue;  // e.g. no dinitial_state where the fixture has no initial state
+      if (element_count(want->shape) != values->size())
+        throw input_error(source + ": gradient " + name + " has shape " + to_string(want->shape) +
+                          " but the kernel's has " + std::to_string(values->size()) +
+                          " elements (the kernel reads inputs broadcast to full shapes and does not sum its "
+                          "gradients back over broadcast axes)");
+      out.tensors.push_back(safetensors::make_f32(name, want->shape, *values));
+    }
+    return out;
+  }
   std::vector<float> o, final_state;
   run_delta_rule_sequences(p, {q_all, k_all, v_all, beta_all, {}, g_all, prior_all}, starts, ends, varlen, B, T, o,
                            final_state, on);
 
-  const auto u = [](long long x) { return static_cast<std::size_t>(x); };
-  safetensors::file out;
   out.tensors.push_back(safetensors::make_f32("o", {u(B), u(T), u(HV), u(V)}, o));
   out.tensors.push_back(safetensors::make_f32("final_state", {u(N), u(HV), u(K), u(V)}, final_state));
   return out;

@@ -3,6 +3,9 @@
 // candidate holding o and final_state. The kernel computes in the bf16-tc tier's arithmetic (bfloat16
 // operands, binary32 accumulation) and no gradients: check with
 // `conform --arithmetic bf16-tc --outputs o,final_state` (docs/kernels.md, "Chunked delta-rule memory").
+// With `gradients`, the chunked backward instead (binary32, delta_rule_backward.hpp) from the fixture's
+// cotangents: a candidate holding every gradient and nothing else, checked with
+// `conform --gradients-only` under the fixture's binary32 gradient budgets.
 #pragma once
 
 #include <vector>
@@ -26,8 +29,24 @@ void run_delta_rule_sequences(delta_rule_problem p, const delta_rule_views& all,
                               const std::vector<long long>& ends, bool varlen, long long B, long long T,
                               std::vector<float>& o, std::vector<float>& final_state, executor on);
 
+/// The gradient buffers of run_delta_rule_backward_sequences, laid out as the fixture's gradients:
+/// dq, dk [B, T, H, K]; dv [B, T, HV, V]; dbeta [B, T, HV]; dg [B, T, HV] or [B, T, HV, K];
+/// dinitial_state [N, HV, K, V] (the ones the rule has; the others empty).
+struct delta_rule_gradients {
+  std::vector<float> dq, dk, dv, dbeta, dkappa, dg, dinitial_state;
+};
+
+/// The backward of run_delta_rule_sequences' problem from the cotangents d_o [B, T, HV, V] and
+/// d_final_state [N, HV, K, V] (null: zero), sequence by sequence; `grads` sized here.
+void run_delta_rule_backward_sequences(delta_rule_problem p, const delta_rule_views& all,
+                                       const std::vector<long long>& starts, const std::vector<long long>& ends,
+                                       bool varlen, long long B, long long T, const float* d_o,
+                                       const float* d_final_state, delta_rule_gradients& grads, executor on);
+
 /// The candidate for fixed-gain fixture `fixture` (read from `source`); a varlen fixture runs
-/// sequence by sequence.
-safetensors::file run_delta_rule(const safetensors::file& fixture, const std::string& source, executor on);
+/// sequence by sequence. With `gradients`: the backward's gradients only (input_error for a fixture
+/// without cotangents).
+safetensors::file run_delta_rule(const safetensors::file& fixture, const std::string& source, executor on,
+                                 bool gradients = false);
 
 }  // namespace kalman_oracle::gpu::tools

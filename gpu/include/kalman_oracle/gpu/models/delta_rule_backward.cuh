@@ -1,0 +1,213 @@
+// The chunked delta-rule backward's arithmetic, written once for the kernel
+// (gpu/src/delta_rule_backward.cu) and its CPU twin (twin/delta_rule_backward_twin.hpp): each function
+// computes one element in a fixed order, binary32, one correctly rounded operation at a time (fma_rn,
+// mul_rn, add_rn: float_ops.cuh), so that kernel and twin agree bit for bit whatever thread computes
+// which element. The algebra is docs/gradients.md's chunked WY adjoint ("Fixed gain, chunked WY form");
+// the order of each sum is this file's (docs/kernels.md, "Chunked delta-rule memory backward", lists it).
+//
+// Notation of one chunk of n tokens, local t = 0 … n−1, L = n − 1, K keys, V values: r_t the row scale
+// (β_t; 1 for GLA and the two-key rule), e_t the erase key (k_t), w_t the write key (κ_t for the
+// two-key rule, else k_t), sq_t = τ q_t, G_t the summed log gate, Γ_t = e^{G_t}, Γ⁻_t = e^{−G_t},
+// ρ_tj = Γ_t ⊙ Γ⁻_j (a strongly decaying chunk: e^{G_t − G_j}, as the reference and the forward do).
+#pragma once
+
+#include "kalman_oracle/detail/mutant.hpp"
+#include "kalman_oracle/gpu/delta_rule_chunked.hpp"
+#include "kalman_oracle/gpu/float_ops.cuh"
+#include "kalman_oracle/gpu/models/delta_rule_chunk.cuh"
+
+namespace kalman_oracle::gpu {
+
+/// acc + Σ_{u < count} x[u·xs] y[u·ys], u rising, one fused multiply-add a term.
+KALMAN_ORACLE_HD float fma_sum(float acc, const float* x, int xs, const float* y, int ys, int count) {
+  for (int u = 0; u < count; ++u) acc = fma_rn(x[u * xs], y[u * ys], acc);
+  return acc;
+}
+
+/// acc − Σ_{u < count} x[u·xs] y[u·ys], u rising (fma of −x: the negation is exact).
+KALMAN_ORACLE_HD float fnma_sum(float acc, const float* x, int xs, const float* y, int ys, int count) {
+  for (int u = 0; u < count; ++u) acc = fma_rn(-x[u * xs], y[u * ys], acc);
+  return acc;
+}
+
+/// ρ_tj,i from channel i's Γ_t, Γ⁻_j (a factored chunk) or G_t, G_j (a strongly decaying one).
+KALMAN_ORACLE_HD float decay_ratio(bool strong, float gam_t, float gin_j, float G_t, float G_j) {
+  return strong ? exp_within_one_ulp(add_rn(G_t, -G_j)) : mul_rn(gam_t, gin_j);
+}
+
+/// One channel's summed log gates over a chunk of n tokens, in token order from +0: G_t = G_{t−1} + g_t,
+/// Γ_t = e^{G_t}, Γ⁻_t = e^{−G_t} (without a gate, G = 0 and Γ = Γ⁻ = 1), at [t·ld]; g(t) the gate of
+/// local token t. Returns whether the channel decays past delta_rule_factored_log_decay_floor (then the
+/// chunk forms its decay ratios per pair: a strongly decaying chunk).
+template <class Gate>
+KALMAN_ORACLE_HD bool channel_gates(Gate&& g, int n, bool decays, float* G, float* gam, float* gin, int ld) {
+  float sum = 0.0f;
+  for (int t = 0; t < n; ++t) {
+    if (decays) sum = add_rn(sum, g(t));
+    G[t * ld] = sum;
+    gam[t * ld] = decays ? exp_within_one_ulp(sum) : 1.0f;
+    gin[t * ld] = decays ? exp_within_one_ulp(-sum) : 1.0f;
+  }
+  return decays && n > 0 && G[(n - 1) * ld] < delta_rule_factored_log_decay_floor;
+}
+
+/// Σ_i x_ti ρ_tj,i w_ji over the K channels, i rising: the chunk's A_tj / r_t (x = e) and its scores σ_tj
+/// (x = sq). Rows t and j of each C × K operand (channel i at [i]).
+KALMAN_ORACLE_HD float keyed_pair_sum(const float* x_t, const float* w_j, const float* gam_t, const float* gin_j,
+                                      const float* G_t, const float* G_j, bool strong, int K) {
+  float acc = 0.0f;
+  for (int i = 0; i < K; ++i)
+    acc = fma_rn(mul_rn(x_t[i], decay_ratio(strong, gam_t[i], gin_j[i], G_t[i], G_j[i])), w_j[i], acc);
+  return acc;
+}
+
+/// One channel i of a chunk, as the last launch reads it: element t of e, w, sq, Γ, Γ⁻, G and dX at
+/// [t·ld]; da (= Σ_j S_ij do_tj) and dc (= Σ_j dS'_ij Ũ_tj) at [t]; R = Σ_j dS'_ij S_ij.
+struct channel_inputs {
+  const float *e, *w, *sq, *gam, *gin, *G, *dX;
+  int ld;
+  const float *da, *dc;
+  float R;
+};
+
+/// The chunk's pair cotangents: dσ_tj (j ≤ t) and dA_tj r_t (j < t) at [t·ld + j]; the row scales r_t.
+struct pair_inputs {
+  const float *dsigma, *dAr, *r;
+  int ld;
+};
+
+/// Channel i of a chunk as channel_token and the gates' sums read it: the decay ratios ρ_aj and the
+/// cotangents h_aj of ρ_aj over w_j (below).
+struct channel_pairs {
+  const channel_inputs& c;
+  const pair_inputs& p;
+  int n;
+  bool erases, strong;
+  KALMAN_ORACLE_HD float rho(int a, int j) const {
+    return decay_ratio(strong, c.gam[a * c.ld], c.gin[j * c.ld], c.G[a * c.ld], c.G[j * c.ld]);
+  }
+  /// h_aj = dσ_aj sq_a (+ dA_aj r_a e_a for j < a) (+ dc_j at a = L).
+  KALMAN_ORACLE_HD float h(int a, int j) const {
+    float x = mul_rn(p.dsigma[a * p.ld + j], c.sq[a * c.ld]);
+    if (erases && j < a) x = fma_rn(p.dAr[a * p.ld + j], c.e[a * c.ld], x);
+    // (Planted bug gpu_delta_rule_backward_drops_carry_key: the carry's cotangent of the keys and decays.)
+    if (a == n - 1) x = KALMAN_ORACLE_MUTANT(gpu_delta_rule_backward_drops_carry_key, add_rn(x, c.dc[j]), x);
+    return x;
+  }
+  /// d_tj = h_tj w_j ρ_tj (j < t): ρ_tj's cotangent times ρ_tj, its share of every dg_s, j < s <= t.
+  KALMAN_ORACLE_HD float pair_decay(int t, int j) const { return mul_rn(mul_rn(h(t, j), c.w[j * c.ld]), rho(t, j)); }
+};
+
+/// Channel i's gradients at token t before the gates' sums: dsq (→ dq = τ dsq), de (the erase key), dw
+/// (the write key), and the log gates' cotangent through Γ_t alone.
+struct channel_token_gradient {
+  float dsq, de, dw;
+  float direct;  ///< dΓ_t Γ_t through Γ_t alone (X, Γ ⊙ sq, the carry's Γ_L): every g_s, s <= t, shares it
+};
+
+/// docs/gradients.md's steps 1–8 for one (token t, channel i), every pair sum folded as it is met:
+///   dsq_t   = da_t Γ_t + Σ_{m ≤ t} dσ_tm ρ_tm w_m
+///   de_t    = Σ_{j < t} dA_tj r_t ρ_tj w_j + dX_t r_t Γ_t
+///   dw_t    = Σ_{a ≥ t} h_at ρ_at
+///   direct  = ([t = L] R + da_t sq_t + dX_t r_t e_t) Γ_t
+/// each sum from +0 in the order written, one fma a term. The decay ratios' part of the gates is
+/// decay_prefix's and decay_gate_share's.
+KALMAN_ORACLE_HD channel_token_gradient channel_token(const channel_inputs& c, const pair_inputs& p, int t, int n,
+                                                      bool erases, bool decays, bool strong) {
+  const int L = n - 1, ld = c.ld;
+  const channel_pairs q{c, p, n, erases, strong};
+  channel_token_gradient out{};
+  const float gam_t = c.gam[t * ld], r_t = p.r[t];
+  out.dsq = mul_rn(c.da[t], gam_t);
+  for (int m = 0; m <= t; ++m) out.dsq = fma_rn(p.dsigma[t * p.ld + m], mul_rn(q.rho(t, m), c.w[m * ld]), out.dsq);
+  if (erases) {
+    float de = 0.0f;
+    for (int j = 0; j < t; ++j) de = fma_rn(p.dAr[t * p.ld + j], mul_rn(q.rho(t, j), c.w[j * ld]), de);
+    out.de = fma_rn(c.dX[t * ld], mul_rn(r_t, gam_t), de);
+  }
+  float dw = 0.0f;
+  for (int a = t; a <= L; ++a) dw = fma_rn(q.h(a, t), q.rho(a, t), dw);
+  out.dw = dw;
+  if (decays) {
+    float dgam = t == L ? c.R : 0.0f;
+    dgam = fma_rn(c.da[t], c.sq[t * ld], dgam);
+    if (erases) dgam = fma_rn(c.dX[t * ld], mul_rn(r_t, c.e[t * ld]), dgam);
+    out.direct = mul_rn(dgam, gam_t);
+  }
+  return out;
+}
+
+/// The key's gradient of one value head from channel_token's: β-form rules dk = de + dw (e = w = k), the
+/// two-key rule dk = de (dw is dκ), GLA dk = dw (w = k, no erase).
+KALMAN_ORACLE_HD float key_gradient(delta_rule_kind rule, const channel_token_gradient& g) {
+  return rule == delta_rule_kind::beta_form ? add_rn(g.de, g.dw) : rule == delta_rule_kind::two_key ? g.de : g.dw;
+}
+
+/// The decay ratios' part of the log gates' cotangents, without cancellation. ρ_tj = e^{G_t − G_j}
+/// depends on g_s exactly when j < s <= t, so that part of dg_s is F(s) = Σ_{t ≥ s} P_t(s), the row
+/// prefixes P_t(s) = Σ_{j < s} d_tj (channel_pairs::pair_decay): every term counted once, where it
+/// counts (the reference's dΓ Γ − dΓ⁻ Γ⁻ summed over all tokens, as fla forms it, adds and takes away
+/// every pair, and a gate gradient that is exactly zero, the first token's with a zero initial state,
+/// comes out as a rounding residual). decay_prefix: row t's P_t(0 … t) at prefix[s·ps], P_t(0) = +0,
+/// j rising; decay_gate_share: F(s) from +0, t rising.
+KALMAN_ORACLE_HD void decay_prefix(const channel_pairs& q, int t, float* prefix, int ps) {
+  float sum = 0.0f;
+  prefix[0] = sum;
+  for (int s = 1; s <= t; ++s) prefix[s * ps] = sum = add_rn(sum, q.pair_decay(t, s - 1));
+}
+/// F(s) = Σ_{t = s}^{n−1} P_t(s), t rising; P_t(s) at prefix[t·rs + s·ps].
+KALMAN_ORACLE_HD float decay_gate_share(const float* prefix, int rs, int ps, int s, int n) {
+  float F = 0.0f;
+  for (int t = s; t < n; ++t) F = add_rn(F, prefix[t * rs + s * ps]);
+  return F;
+}
+
+/// dg_s = Σ_{t ≥ s} direct_t + F(s) for a channel (direct[], F[] and dg at [s·ld]).
+KALMAN_ORACLE_HD void gate_cotangents(const float* direct, const float* F, float* dg, int ld, int n) {
+  float suffix = 0.0f;
+  for (int s = n - 1; s >= 0; --s) {
+    suffix = add_rn(suffix, direct[s * ld]);
+    dg[s * ld] = add_rn(suffix, F[s * ld]);
+  }
+}
+
+/// The workspace of one (batch row, value head, chunk), in floats from the record's start
+/// (delta_rule_backward.hpp): the chunk's operands (launch 1), its start state and pseudo-values
+/// (launch 2), their cotangents (launch 3), the partial gradients (launch 4) that launch 5 finishes.
+struct backward_record {
+  int C, K, V;
+  // Launch 1: 𝒯, A / r (dot), σ [C × C]; W, X, carry keys ρ_L ⊙ w, Γ ⊙ sq, G, Γ, Γ⁻ [C × K]; 𝒯Y [C × V];
+  // Γ_L [K]; the strong-decay flag [1].
+  KALMAN_ORACLE_HD int Tm() const { return 0; }
+  KALMAN_ORACLE_HD int dot() const { return C * C; }
+  KALMAN_ORACLE_HD int sigma() const { return 2 * C * C; }
+  KALMAN_ORACLE_HD int W() const { return 3 * C * C; }
+  KALMAN_ORACLE_HD int X() const { return W() + C * K; }
+  KALMAN_ORACLE_HD int carry() const { return X() + C * K; }
+  KALMAN_ORACLE_HD int gsq() const { return carry() + C * K; }
+  KALMAN_ORACLE_HD int G() const { return gsq() + C * K; }
+  KALMAN_ORACLE_HD int gam() const { return G() + C * K; }
+  KALMAN_ORACLE_HD int gin() const { return gam() + C * K; }
+  KALMAN_ORACLE_HD int U() const { return gin() + C * K; }
+  KALMAN_ORACLE_HD int gamma_last() const { return U() + C * V; }
+  KALMAN_ORACLE_HD int strong() const { return gamma_last() + K; }
+  // Launch 2: S [K × V] (the chunk-start state), Ũ [C × V]. Launch 3: dS' [K × V] (the chunk-end
+  // state's cotangent), dŨ [C × V].
+  KALMAN_ORACLE_HD int S() const { return strong() + 1; }
+  KALMAN_ORACLE_HD int Ut() const { return S() + K * V; }
+  KALMAN_ORACLE_HD int D() const { return Ut() + C * V; }
+  KALMAN_ORACLE_HD int dUt() const { return D() + K * V; }
+  // Launch 4: dc, da [K × C] (channel-major); dσ, dA r [C × C]; dX [C × K]; R [K]; the row scales'
+  // partial cotangent [C].
+  KALMAN_ORACLE_HD int dc() const { return dUt() + C * V; }
+  KALMAN_ORACLE_HD int da() const { return dc() + K * C; }
+  KALMAN_ORACLE_HD int dsigma() const { return da() + K * C; }
+  KALMAN_ORACLE_HD int dAr() const { return dsigma() + C * C; }
+  KALMAN_ORACLE_HD int dX() const { return dAr() + C * C; }
+  KALMAN_ORACLE_HD int R() const { return dX() + C * K; }
+  KALMAN_ORACLE_HD int dr() const { return R() + K; }
+  /// The record's size, rounded up to 64 floats (every record 256-byte aligned).
+  KALMAN_ORACLE_HD int size() const { return (dr() + C + 63) / 64 * 64; }
+};
+
+}  // namespace kalman_oracle::gpu

@@ -1,0 +1,58 @@
+// On the GPU (label `gpu`): the chunked delta-rule backward's kernels equal their CPU twin bit for bit
+// (delta_rule_backward_cases.hpp's problems: every rule and gate, T at the chunk edges and over several
+// chunks, K = V = 16 … 128, grouped value heads, bfloat16 inputs, a strongly decaying chunk, absent
+// cotangents and initial states), the gradients and the workspace poisoned with NaN first, and the same
+// bits when run again. The twin is checked against the reference adjoint in CI
+// (delta_rule_backward_twin_test.cpp). Without a CUDA device: "SKIP: <why>".
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "delta_rule_backward_cases.hpp"
+#include "kalman_oracle/gpu/twin/delta_rule_backward_twin.hpp"
+#include "kla_cases.hpp"
+#include "skip_without_device.hpp"
+
+using namespace kalman_oracle::gpu;
+using namespace kalman_oracle::gpu::testing;
+
+TEST_CASE("gpu: the chunked delta-rule backward kernels equal their twin bit for bit, run after run") {
+  if (skip_without_device()) return;
+  unsigned seed = 5000;
+  // The twin test's problems, and production-sized heads (K = V = 128 over several chunks).
+  std::vector<backward_case> cases = backward_cases;
+  cases.insert(cases.end(), {{"kda", 1, 193, 2, 1, 128, 128, true, 3, false, true},
+                             {"gated_delta_net", 2, 127, 2, 2, 128, 64, true, 3, false, false},
+                             {"two_key", 1, 257, 1, 1, 128, 128, true, 1, false, false},
+                             {"delta_net", 1, 65, 1, 1, 64, 48, false, 3, false, false}});
+  int compared = 0;
+  for (const backward_case& c : cases) {
+    CAPTURE(c.rule);
+    CAPTURE(c.B);
+    CAPTURE(c.T);
+    CAPTURE(c.H);
+    CAPTURE(c.group);
+    CAPTURE(c.K);
+    CAPTURE(c.V);
+    const drawn x = draw(c, seed++);
+    const float tau = static_cast<float>(std::pow(static_cast<double>(c.K), -0.5));
+    backward_run twin(c, x, tau);
+    delta_rule_backward_twin(twin.problem);
+    for (int run = 0; run < 2; ++run) {
+      CAPTURE(run);
+      backward_run kernel(c, x, tau);
+      delta_rule_backward_host(kernel.problem);
+      CHECK(first_difference("dq", kernel.dq, twin.dq) == "");
+      CHECK(first_difference("dk", kernel.dk, twin.dk) == "");
+      CHECK(first_difference("dv", kernel.dv, twin.dv) == "");
+      CHECK(first_difference("dbeta", kernel.dbeta, twin.dbeta) == "");
+      CHECK(first_difference("dkappa", kernel.dkappa, twin.dkappa) == "");
+      CHECK(first_difference("dg", kernel.dg, twin.dg) == "");
+      CHECK(first_difference("d_initial_state", kernel.d_initial, twin.d_initial) == "");
+      ++compared;
+    }
+  }
+  MESSAGE("chunked delta-rule backward: kernel = twin bit for bit on " << compared << " runs of " << cases.size()
+                                                                       << " problems");
+}
