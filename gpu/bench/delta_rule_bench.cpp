@@ -7,7 +7,9 @@
 // to a device-to-device copy of the same bytes in the same run, the tensor-core rate (the chunked
 // form's matrix-product FLOPs over the time) and its fraction of a bfloat16 cuBLAS product's rate
 // measured in the same run; and each of the three launches timed alone (prepare_ms, state_ms,
-// output_ms).
+// output_ms). Then the backward (delta_rule_backward.hpp, binary32) on the same inputs from random
+// cotangents of o and the final state, every gradient: its time, its ratio to the forward's, and its
+// five launches timed alone (launch_ms: operands, states, cotangents, value sums, channels).
 #include <cuda_runtime.h>
 
 #include <cmath>

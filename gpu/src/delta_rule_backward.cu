@@ -1,5 +1,5 @@
-// The chunked delta-rule backward (delta_rule_backward.hpp; docs/kernels.md, "Chunked delta-rule memory
-// backward"), in five launches, the twin's (twin/delta_rule_backward_twin.hpp) in the same order:
+// The chunked delta-rule backward (delta_rule_backward.hpp; docs/kernels.md, "The chunked delta-rule
+// memory (backward, binary32)"), in five launches, the twin's (twin/delta_rule_backward_twin.hpp) in the same order:
 //   1. operands   (a block a (batch row, value head, chunk)): the gates, A / r and σ, 𝒯, X, W, U, the
 //                 carry keys and Γ ⊙ sq, into the chunk's record of the workspace;
 //   2. states     (a block a (batch row, value head, 16 value columns), the chunks in order): S and Ũ;
@@ -7,11 +7,13 @@
 //   4. value sums (a block a (batch row, value head, chunk), 16 value columns at a time through shared
 //                 memory): R, dc, da, dσ, dW, dY (dv), d𝒯, dX, dA;
 //   5. channels   (a block a (batch row, key head, chunk), 16 channels at a time, the group's value
-//                 heads in order): channel_token per (token, channel); dq, dk, dκ, dg, dβ.
+//                 heads in order): channel_token per (token, channel), the decay ratios' prefixes
+//                 (four channels at a time) for the gates; dq, dk, dκ, dg, dβ.
 // Every element is computed by one thread with the function of models/delta_rule_backward.cuh that the
 // twin calls, from the same binary32 operands (staged in shared memory here, read from its vectors
-// there): kernel and twin agree bit for bit, and no atomics: run to run bit-identical. Binary32 on the
-// CUDA cores: see delta_rule_backward.hpp for why, docs/kernels.md for what it costs.
+// there; some sums interleaved four to a thread, each in its own order): kernel and twin agree bit for
+// bit, and no atomics: run to run bit-identical. Binary32 on the CUDA cores: see delta_rule_backward.hpp
+// for why, docs/kernels.md for what it costs.
 #include <cuda_runtime.h>
 
 #include <algorithm>

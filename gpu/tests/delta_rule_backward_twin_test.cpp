@@ -1,13 +1,13 @@
-// The chunked delta-rule backward's twin against the reference adjoint (label `twin`; docs/kernels.md,
-// "Chunked delta-rule memory backward"): grad/fixed_gain_chunked.hpp in binary64 with chunks of 64 (the
-// twin's), and per element the fixtures' gradient budget (docs/error-model.md, "Gradients: first-order
-// running error"): 2 u × the first-order running error bound of the reference's own adjoint (the same
-// template run over running_error<double>), u = 2^-24, plus the binary64 reference's own (u = 2^-53).
-// An estimate, as the fixtures' gradient budgets are. Every rule (GLA, DeltaNet, GDN, KDA, the two-key
-// rule) with T at the 64-token chunk edges ± 1 and over several chunks, K and V of one and two
-// tensor-core tiles, grouped value heads, a given and an absent initial state, absent cotangents, a
-// strongly decaying chunk and bfloat16 inputs. A planted bug (the chunk-start state's path through the
-// pseudo-values dropped) must fail it (meta-test in gpu/CMakeLists.txt).
+// The chunked delta-rule backward's twin against the reference adjoint (label `twin`; docs/kernels.md, "The
+// chunked delta-rule memory (backward, binary32)"): grad/fixed_gain_chunked.hpp in binary64 with chunks of
+// 64 (the twin's), and per element the fixtures' gradient budget (docs/error-model.md, "Gradients:
+// first-order running error"): 2 u × the first-order running error bound of the reference's own adjoint (the
+// same template run over running_error<double>), u = 2^-24, plus the binary64 reference's own (u = 2^-53).
+// An estimate, as the fixtures' gradient budgets are. Every rule (GLA, DeltaNet, GDN, KDA, the two-key rule)
+// with T at the 64-token chunk edges ± 1 and over several chunks, K and V of one and two tensor-core tiles,
+// grouped value heads, a given and an absent initial state, absent cotangents, a strongly decaying chunk and
+// bfloat16 inputs. A planted bug (the carry's cotangent of the write keys and decays dropped) must fail it
+// (meta-test in gpu/CMakeLists.txt).
 #include <doctest/doctest.h>
 
 #include <algorithm>

@@ -1,15 +1,15 @@
-// The chunked delta-rule memory's backward (docs/kernels.md, "Chunked delta-rule memory backward"): every
-// input's gradient of the fixed-gain family's memory (GLA, DeltaNet, Gated DeltaNet, KDA, the β-form
-// memory of the isotropic KDN and the two-key memory of the diagonal KDN; docs/math.md §7) from the
-// cotangents of o and the final state, by the chunked WY adjoint of docs/gradients.md ("Fixed gain,
+// The chunked delta-rule memory's backward (docs/kernels.md, "The chunked delta-rule memory (backward,
+// binary32)"): every input's gradient of the fixed-gain family's memory (GLA, DeltaNet, Gated DeltaNet, KDA,
+// the β-form memory of the isotropic KDN and the two-key memory of the diagonal KDN; docs/math.md §7) from
+// the cotangents of o and the final state, by the chunked WY adjoint of docs/gradients.md ("Fixed gain,
 // chunked WY form"), chunk by chunk, each chunk recomputed from its start state.
 //
 // Arithmetic: binary32 throughout, on the CUDA cores (no tensor cores, no operand rounded to bfloat16),
-// every sum in a fixed order with one fused multiply-add a term (models/delta_rule_backward.cuh): the
-// kernel (gpu/src/delta_rule_backward.cu) and its CPU twin (twin/delta_rule_backward_twin.hpp) agree bit
-// for bit, and the twin is held to the fixtures' binary32 gradient budget. Why binary32 and not the
-// forward's bf16-tc tier: no budget for a gradient computed from bfloat16 operands is derived yet
-// (docs/kernels.md says what that costs in speed). Plain C++ here.
+// every sum in a fixed order with one fused multiply-add a term (models/delta_rule_backward.cuh): the kernel
+// (gpu/src/delta_rule_backward.cu) and its CPU twin (twin/delta_rule_backward_twin.hpp) agree bit for bit,
+// and the twin is held to the fixtures' binary32 gradient budget. Why binary32 and not the forward's bf16-tc
+// tier: no budget for a gradient computed from bfloat16 operands is derived yet (docs/kernels.md says what
+// that costs in speed). Plain C++ here.
 #pragma once
 
 #include <cstddef>
@@ -71,9 +71,9 @@ inline backward_record delta_rule_backward_record(const delta_rule_problem& p) {
   return {delta_rule_backward_chunk_tokens, p.key_dim, p.value_dim};
 }
 
-/// The workspace for this problem: one record (backward_record: 5C² + 8CK + 3CV + 2KV + 2K + C + 1
-/// floats, rounded up to 64) per chunk and value head, C = delta_rule_backward_chunk_tokens: 508 KB at
-/// K = V = 128, 4.3 GB at B = 2, T = 16384, HV = 16.
+/// The workspace for this problem: one record (backward_record: 5C² + 10CK + 3CV + 2KV + 2K + C + 1
+/// floats, rounded up to 64) per chunk and value head, C = delta_rule_backward_chunk_tokens: 640 KB at
+/// K = V = 128, 5.2 GB at B = 2, T = 16384, HV = 16 (measured: 5 247 074 304 bytes).
 inline std::size_t delta_rule_backward_workspace_bytes(const delta_rule_backward_problem& problem) {
   const delta_rule_problem& p = problem.forward;
   const std::size_t chunks =

@@ -3,7 +3,8 @@
 // computes one element in a fixed order, binary32, one correctly rounded operation at a time (fma_rn,
 // mul_rn, add_rn: float_ops.cuh), so that kernel and twin agree bit for bit whatever thread computes
 // which element. The algebra is docs/gradients.md's chunked WY adjoint ("Fixed gain, chunked WY form");
-// the order of each sum is this file's (docs/kernels.md, "Chunked delta-rule memory backward", lists it).
+// the order of each sum is this file's (docs/kernels.md, "The chunked delta-rule memory (backward,
+// binary32)" lists it).
 //
 // Notation of one chunk of n tokens, local t = 0 … n−1, L = n − 1, K keys, V values: r_t the row scale
 // (β_t; 1 for GLA and the two-key rule), e_t the erase key (k_t), w_t the write key (κ_t for the

@@ -1,23 +1,26 @@
-// The CPU twin of the chunked delta-rule backward (gpu/src/delta_rule_backward.cu; docs/kernels.md,
-// "Chunked delta-rule memory backward"): the kernel's five launches in order, per (batch row, value
-// head), each element computed by the same function of models/delta_rule_backward.cuh from the same
-// operands, so that kernel and twin agree bit for bit (the GPU test checks it). Per chunk of
-// C = delta_rule_backward_chunk_tokens tokens (notation of that header):
+// The CPU twin of the chunked delta-rule backward (gpu/src/delta_rule_backward.cu; docs/kernels.md, "The
+// chunked delta-rule memory (backward, binary32)"): the kernel's five launches in order, per (batch row,
+// value head), each element computed by the same function of models/delta_rule_backward.cuh from the same
+// operands, so that kernel and twin agree bit for bit (the GPU test checks it). Per chunk of C =
+// delta_rule_backward_chunk_tokens tokens (notation of that header):
 //   1. operands: G_t = G_{t−1} + g_t from 0, Γ = e^G, Γ⁻ = e^{−G} (exp_within_one_ulp); A_tj / r_t and
 //      σ_tj (keyed_pair_sum); 𝒯 = (I + A)⁻¹ by forward substitution, a column at a time
 //      (𝒯_tj = −Σ_{m=j}^{t−1} A_tm 𝒯_mj, A_tm = r_t (A_tm / r_t)); X = r Γ ⊙ e, W = 𝒯X, U = 𝒯(r v),
 //      carry keys ρ_L ⊙ w, Γ ⊙ sq;
 //   2. states, chunks in order: S (start), Ũ = U − W S, S' = Γ_L ⊙ S + Σ_m (ρ_Lm ⊙ w_m) Ũ_mᵀ;
-//   3. cotangents, chunks in reverse from dS' = d_final_state: dŨ_m = Σ_i (ρ_L ⊙ w)_mi dS'_i + Σ_{t≥m} σ_tm do_t,
+//   3. cotangents, chunks in reverse from dS' = d_final_state:
+//      dŨ_m = Σ_i (ρ_L ⊙ w)_mi dS'_i + Σ_{t≥m} σ_tm do_t,
 //      dS = Γ_L ⊙ dS' + Σ_t (Γ ⊙ sq)_t do_tᵀ − Σ_m W_m dŨ_mᵀ; after chunk 0, d_initial_state = dS;
 //   4. the sums over values: R, dc, da, dσ, dW = −dŨ Sᵀ, dY = 𝒯ᵀ dŨ (dv = r dY), d𝒯 = dŨ Yᵀ + dW Xᵀ,
-//      dX = 𝒯ᵀ dW, M = 𝒯ᵀ d𝒯, dA_tj = −Σ_{b ≤ j} M_tb 𝒯_jb, the row scales' Σ_j dY_tj v_tj + Σ_{j<t} dA_tj A_tj / r_t;
-//   5. per (token, channel): channel_token; dg by gate_cotangents (GDN: summed over the channels); dβ_t += Σ_i dX_ti Γ_ti e_ti; dk and dq summed over a key head's value heads in order.
+//      dX = 𝒯ᵀ dW, M = 𝒯ᵀ d𝒯, dA_tj = −Σ_{b ≤ j} M_tb 𝒯_jb, the row scales'
+//      Σ_j dY_tj v_tj + Σ_{j<t} dA_tj A_tj / r_t;
+//   5. per (token, channel): channel_token; the gates' cotangents by decay_prefix, decay_gate_share and
+//      gate_cotangents (GDN: summed over the channels); dβ_t += Σ_i dX_ti Γ_ti e_ti; dk and dq summed
+//      over a key head's value heads in order.
 #pragma once
 
 #include <vector>
 
-#include "kalman_oracle/detail/mutant.hpp"
 #include "kalman_oracle/gpu/delta_rule_backward.hpp"
 #include "kalman_oracle/gpu/models/delta_rule_backward.cuh"
 #include "kalman_oracle/gpu/twin/delta_rule_chunked_twin.hpp"
