@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <utility>
@@ -111,6 +112,30 @@ inline std::pair<std::vector<long long>, std::vector<long long>> sequences(const
     }
   }
   return {starts, ends};
+}
+
+/// The fixture's cotangent `name` widened to binary32 into `to`, or null where the fixture has none (a
+/// zero cotangent).
+inline const float* fixture_cotangent(const safetensors::file& f, const char* name, std::vector<float>& to) {
+  const safetensors::tensor_entry* e = f.find(name);
+  if (e == nullptr) return nullptr;
+  for (const double x : safetensors::to_doubles(*e)) to.push_back(static_cast<float>(x));
+  return to.data();
+}
+
+/// Each kernel gradient that the fixture certifies, under the fixture's name and shape, into `out`
+/// (input_error where the element counts differ: the kernels read inputs broadcast to full shapes and
+/// do not sum their gradients back over broadcast axes).
+inline void add_fixture_gradients(safetensors::file& out, const safetensors::file& f, const std::string& source,
+                                  std::initializer_list<std::pair<const char*, const std::vector<float>*>> gradients) {
+  for (const auto& [name, values] : gradients) {
+    const safetensors::tensor_entry* want = f.find(name);
+    if (want == nullptr) continue;  // e.g. no initial state's gradient where the fixture has none
+    if (element_count(want->shape) != values->size())
+      throw input_error(source + ": gradient " + name + " has shape " + to_string(want->shape) +
+                        " but the kernel's has " + std::to_string(values->size()) + " elements");
+    out.tensors.push_back(safetensors::make_f32(name, want->shape, *values));
+  }
 }
 
 }  // namespace kalman_oracle::gpu::tools

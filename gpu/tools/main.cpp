@@ -13,10 +13,11 @@
 // (gain, covariance, readout variance: run_kdn_gain.hpp), a partial candidate checked with
 // `conform --outputs final_covariance,readout_variance`; for the fixed-gain family's (gla, delta_net,
 // gated_delta_net, kda) the chunked delta-rule memory's forward on tensor cores (run_delta_rule.hpp),
-// checked with `conform --arithmetic bf16-tc --outputs o,final_state`; with `--gradients`, the
-// memory's backward (binary32) from the fixture's cotangents, the gradients alone, checked with
-// `conform --gradients-only`. Exit 0 written, 2 bad input (a fixture of a model
-// without a kernel, unreadable file, bad arguments), 1 a CUDA error.
+// checked with `conform --arithmetic bf16-tc --outputs o,final_state`. With `--gradients`, the
+// backward (binary32) from the fixture's cotangents, the gradients alone, checked with `conform
+// --gradients-only`: the memory's for the fixed-gain family, the memory's then the gain path's for the
+// KDNs. Exit 0 written, 2 bad input (a fixture of a model without a kernel, unreadable file, bad
+// arguments), 1 a CUDA error.
 //
 //   kalman-oracle-gpu device        the CUDA device's name, or why there is none (exit 3)
 //   kalman-oracle-gpu validate --model kla [--shape B,T,M,S ...] [--sample-channels N] [--json]
@@ -184,8 +185,9 @@ int main(int argc, char** argv) {
                 "(check with --arithmetic bf16-tc)");
   bool gradients = false;
   run->add_flag("--gradients", gradients,
-                "fixed-gain fixtures: the chunked backward (binary32) from the fixture's cotangents; the candidate "
-                "holds the gradients only (check with --gradients-only)");
+                "fixed-gain and KDN fixtures: the backward (binary32; the KDNs': the memory's, then the gain "
+                "path's) from the fixture's cotangents; the candidate holds the gradients only (check with "
+                "--gradients-only)");
   run->add_option("fixture", fixture, "fixture (.safetensors)")->required();
   run->add_option("output", output, "candidate to write (.safetensors)")->required();
   app.add_subcommand("device", "Print the CUDA device, or why there is none (exit 3)");
@@ -249,15 +251,14 @@ int main(int argc, char** argv) {
     const safetensors::file f = safetensors::read(fixture);
     const std::string model = fixture_model(f, fixture);
     const executor on = device == "cuda" ? executor::cuda : executor::twin;
-    if (gradients && !(model == "gla" || model == "delta_net" || model == "gated_delta_net" || model == "kda"))
-      throw input_error(fixture + ": --gradients: model " + model +
-                        " has no separate backward run (KLA's candidate holds its gradients already; the KDNs' "
-                        "memory backward is not chained with the gain path's yet); rule: gla, delta_net, "
-                        "gated_delta_net or kda");
+    if (gradients && model == "kla")
+      throw input_error(fixture +
+                        ": --gradients: KLA's candidate holds its gradients already (run without "
+                        "--gradients); rule: the fixed-gain family and the KDNs");
     if (model == "kla")
       safetensors::write_atomic(output, run_kla(f, fixture, on));
     else if (model == "kdn_diagonal" || model == "kdn_isotropic")
-      safetensors::write_atomic(output, run_kdn_gain(f, fixture, on, with_memory));
+      safetensors::write_atomic(output, run_kdn_gain(f, fixture, on, with_memory, gradients));
     else if (model == "gla" || model == "delta_net" || model == "gated_delta_net" || model == "kda")
       safetensors::write_atomic(output, run_delta_rule(f, fixture, on, gradients));  // o, final_state (bf16-tc)
                                                                                      // or the gradients

@@ -139,15 +139,9 @@ safetensors::file run_delta_rule(const safetensors::file& f, const std::string& 
   safetensors::file out;
   if (gradients) {
     // The fixture's cotangents (binary32; an absent one is zero) and the gradients it certifies.
-    const auto cotangent = [&](const char* name, std::vector<float>& to) -> const float* {
-      const safetensors::tensor_entry* e = f.find(name);
-      if (e == nullptr) return nullptr;
-      for (const double x : safetensors::to_doubles(*e)) to.push_back(static_cast<float>(x));
-      return to.data();
-    };
     std::vector<float> d_o, d_final;
-    const float* do_data = cotangent("do", d_o);
-    const float* dfinal_data = cotangent("dfinal_state", d_final);
+    const float* do_data = fixture_cotangent(f, "do", d_o);
+    const float* dfinal_data = fixture_cotangent(f, "dfinal_state", d_final);
     if (do_data == nullptr && dfinal_data == nullptr)
       throw input_error(source +
                         ": --gradients: the fixture has no cotangents (do, dfinal_state); rule: a fixture "
@@ -155,19 +149,13 @@ safetensors::file run_delta_rule(const safetensors::file& f, const std::string& 
     delta_rule_gradients g;
     run_delta_rule_backward_sequences(p, {q_all, k_all, v_all, beta_all, {}, g_all, prior_all}, starts, ends, varlen, B,
                                       T, do_data, dfinal_data, g, on);
-    const std::pair<const char*, const std::vector<float>*> named[] = {
-        {"dq", &g.dq},       {"dk", &g.dk}, {"dv", &g.dv},
-        {"dbeta", &g.dbeta}, {"dg", &g.dg}, {"dinitial_state", &g.dinitial_state}};
-    for (const auto& [name, values] : named) {
-      const safetensors::tensor_entry* want = f.find(name);
-      if (want == nullptr) continue;  // e.g. no dinitial_state where the fixture has no initial state
-      if (element_count(want->shape) != values->size())
-        throw input_error(source + ": gradient " + name + " has shape " + to_string(want->shape) +
-                          " but the kernel's has " + std::to_string(values->size()) +
-                          " elements (the kernel reads inputs broadcast to full shapes and does not sum its "
-                          "gradients back over broadcast axes)");
-      out.tensors.push_back(safetensors::make_f32(name, want->shape, *values));
-    }
+    add_fixture_gradients(out, f, source,
+                          {{"dq", &g.dq},
+                           {"dk", &g.dk},
+                           {"dv", &g.dv},
+                           {"dbeta", &g.dbeta},
+                           {"dg", &g.dg},
+                           {"dinitial_state", &g.dinitial_state}});
     return out;
   }
   std::vector<float> o, final_state;

@@ -2,16 +2,135 @@
 #include "run_kdn_gain.hpp"
 
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "fixture_inputs.hpp"
+#include "kalman_oracle/detail/mutant.hpp"
 #include "kalman_oracle/gpu/kdn_gain.hpp"
+#include "kalman_oracle/gpu/kdn_gain_backward.hpp"
+#include "kalman_oracle/gpu/twin/kdn_gain_backward_twin.hpp"
 #include "kalman_oracle/gpu/twin/kdn_gain_twin.hpp"
 #include "run_delta_rule.hpp"
 
 namespace kalman_oracle::gpu::tools {
 
-safetensors::file run_kdn_gain(const safetensors::file& f, const std::string& source, executor on, bool memory) {
+namespace {
+
+/// What kdn_gradients needs of run_kdn_gain's set-up: the memory's problem and inputs (κ among them),
+/// the sequences, and each sequence's gain-path problem; β [B, T, HV] for the isotropic form.
+struct kdn_run {
+  const delta_rule_problem& memory;
+  const delta_rule_views& memory_inputs;
+  const std::vector<long long>& starts;
+  const std::vector<long long>& ends;
+  bool varlen;
+  long long B, T;
+  bool diagonal;
+  std::function<kdn_gain_problem(long long)> sequence;
+  const std::vector<float>* beta;
+};
+
+/// The whole KDN's gradients (run_kdn_gain.hpp): the memory's backward, the isotropic form's κ = β k
+/// undone (dβ_t = Σ_i dκ_ti k_ti, dk_t += β_t dκ_t), the gain path's backward with that gain
+/// cotangent, each shared input's two shares added (memory's first).
+safetensors::file kdn_gradients(const safetensors::file& f, const std::string& source, executor on, const kdn_run& r) {
+  const delta_rule_problem& m = r.memory;
+  const long long B = r.B, T = r.T, HV = m.heads, group = m.key_head_group, H = HV / group, K = m.key_dim,
+                  L = r.diagonal ? K : 1;
+  const long long N = r.varlen ? static_cast<long long>(r.starts.size()) : B;
+  std::vector<float> d_o, d_final, d_readout, d_final_covariance;
+  const float* do_data = fixture_cotangent(f, "do", d_o);
+  const float* dfinal_data = fixture_cotangent(f, "dfinal_state", d_final);
+  const float* dreadout_data = fixture_cotangent(f, "dreadout_variance", d_readout);
+  const float* dcov_data = fixture_cotangent(f, "dfinal_covariance", d_final_covariance);
+  if (!do_data && !dfinal_data && !dreadout_data && !dcov_data)
+    throw input_error(source +
+                      ": --gradients: the fixture has no cotangents; rule: a fixture generated with gradients");
+
+  delta_rule_gradients mem;
+  run_delta_rule_backward_sequences(m, r.memory_inputs, r.starts, r.ends, r.varlen, B, T, do_data, dfinal_data, mem,
+                                    on);
+  // The gain's cotangent, and the isotropic form's share of dk through κ = β k (per value head).
+  std::vector<float> d_gain(B * T * HV * L), dk_from_kappa;
+  if (r.diagonal) {
+    d_gain = mem.dkappa;
+  } else {
+    dk_from_kappa.assign(B * T * HV * K, 0.0f);
+    const auto* k = static_cast<const float*>(r.memory_inputs.k.data);
+    for (long long b = 0; b < B; ++b)
+      for (long long t = 0; t < T; ++t)
+        for (long long h = 0; h < HV; ++h) {
+          const long long row = (b * T + t) * HV + h;
+          float sum = 0.0f;
+          for (long long i = 0; i < K; ++i) {
+            const float key = k[offset_of(r.memory_inputs.k, b, t, h / group, i)];
+            sum = fma_rn(mem.dkappa[row * K + i], key, sum);
+            dk_from_kappa[row * K + i] = mul_rn((*r.beta)[row], mem.dkappa[row * K + i]);
+          }
+          d_gain[row] = sum;
+        }
+  }
+  std::vector<float> dq(B * T * H * K), dk(dq.size()), dg(B * T * HV * K), domega(B * T * HV * L), dr(B * T * HV),
+      dmu(HV, 0.0f), dprior(N * HV * L), dmu_sequence(HV), dtau(1);
+  for (long long n = 0; n < static_cast<long long>(r.starts.size()); ++n) {
+    const long long t0 = r.starts[n];
+    kdn_gain_backward_problem g;
+    g.forward = r.sequence(n);
+    g.d_gain = d_gain.data() + t0 * HV * L;
+    g.d_readout_variance = dreadout_data ? dreadout_data + t0 * HV : nullptr;
+    g.d_final_covariance = dcov_data ? dcov_data + (r.varlen ? n : 0) * HV * L : nullptr;
+    g.dq = dq.data() + t0 * H * K, g.dk = dk.data() + t0 * H * K, g.dg = dg.data() + t0 * HV * K;
+    g.domega = domega.data() + t0 * HV * L, g.dr = dr.data() + t0 * HV;
+    g.dmu = dmu_sequence.data(), g.dinitial_covariance = dprior.data() + (r.varlen ? n : 0) * HV * L;
+    g.dtau = dtau.data();
+    if (on == executor::twin) {
+      kdn_gain_backward_twin(g);
+    } else {
+#if defined(KALMAN_ORACLE_GPU_HAVE_CUDA)
+      kdn_gain_backward_host(g);
+#else
+      throw input_error(
+          "--device cuda: this build has no CUDA kernels (no CUDA compiler was found); use --device twin");
+#endif
+    }
+    for (long long h = 0; h < HV; ++h) dmu[h] = add_rn(dmu[h], dmu_sequence[h]);  // μ is shared by the sequences
+  }
+  // Each shared input's shares: the memory's, then the gain path's (the isotropic κ share of dk summed
+  // over a key head's value heads, in head order, before).
+  for (long long row = 0; row < B * T; ++row)
+    for (long long kh = 0; kh < H; ++kh)
+      for (long long i = 0; i < K; ++i) {
+        const long long at = (row * H + kh) * K + i;
+        float key = mem.dk[at];
+        if (!r.diagonal)
+          for (long long j = 0; j < group; ++j)  // (planted bug gpu_kdn_backward_drops_kappa_key_share)
+            key = KALMAN_ORACLE_MUTANT(gpu_kdn_backward_drops_kappa_key_share,
+                                       add_rn(key, dk_from_kappa[(row * HV + kh * group + j) * K + i]), key);
+        dk[at] = add_rn(key, dk[at]);
+        dq[at] = add_rn(mem.dq[at], dq[at]);
+      }
+  for (std::size_t e = 0; e < dg.size(); ++e) dg[e] = add_rn(mem.dg[e], dg[e]);
+
+  safetensors::file out;
+  add_fixture_gradients(out, f, source,
+                        {{"dq", &dq},
+                         {"dk", &dk},
+                         {"dv", &mem.dv},
+                         {"dg", &dg},
+                         {"domega", &domega},
+                         {"dr", &dr},
+                         {"dmu", &dmu},
+                         {"dinitial_covariance", &dprior},
+                         {"dinitial_state", &mem.dinitial_state}});
+  return out;
+}
+
+}  // namespace
+
+safetensors::file run_kdn_gain(const safetensors::file& f, const std::string& source, executor on, bool memory,
+                               bool gradients) {
+  if (gradients) memory = true;  // the memory's backward needs its inputs, set up as for the forward
   const bool diagonal = fixture_model(f, source) == "kdn_diagonal";
   // B, T, H, K from k; HV from v (models/kdn_common.hpp's rules; the fixture was generated under them).
   const safetensors::tensor_entry& k = f.at("k", source);
@@ -50,16 +169,23 @@ safetensors::file run_kdn_gain(const safetensors::file& f, const std::string& so
   const bool internals = f.find("predicted_covariance") != nullptr;
   std::vector<float> readout(B * T * HV), final_covariance(N * HV * L), predicted(internals ? B * T * HV * L : 0),
       gain(internals || memory ? B * T * HV * L : 0);
+  // Sequence n's problem: the inputs advanced to its first token (varlen: B = 1, its own prior).
+  const auto sequence = [&](long long n) {
+    const long long t0 = starts[n];
+    kdn_gain_problem q = p;
+    q.batch = static_cast<int>(varlen ? 1 : B);
+    q.tokens = static_cast<int>(ends[n] - t0);
+    q.k = advanced(k_all, t0 * k_all.stride[1], p.dtype);
+    q.q = advanced(q_all, t0 * q_all.stride[1], p.dtype);
+    q.g = advanced(g_all, t0 * g_all.stride[1], p.dtype);
+    q.r = advanced(r_all, t0 * r_all.stride[1], p.dtype);
+    q.omega = advanced(omega_all, t0 * omega_all.stride[1], p.dtype);
+    q.initial_covariance = advanced(prior_all, (varlen ? n : 0) * prior_all.stride[0], p.dtype);
+    return q;
+  };
   for (long long n = 0; n < static_cast<long long>(starts.size()); ++n) {
-    const long long t0 = starts[n], rows = varlen ? 1 : B;
-    p.batch = static_cast<int>(rows);
-    p.tokens = static_cast<int>(ends[n] - t0);
-    p.k = advanced(k_all, t0 * k_all.stride[1], p.dtype);
-    p.q = advanced(q_all, t0 * q_all.stride[1], p.dtype);
-    p.g = advanced(g_all, t0 * g_all.stride[1], p.dtype);
-    p.r = advanced(r_all, t0 * r_all.stride[1], p.dtype);
-    p.omega = advanced(omega_all, t0 * omega_all.stride[1], p.dtype);
-    p.initial_covariance = advanced(prior_all, (varlen ? n : 0) * prior_all.stride[0], p.dtype);
+    const long long t0 = starts[n];
+    p = sequence(n);
     p.readout_variance = readout.data() + t0 * HV;
     p.final_covariance = final_covariance.data() + (varlen ? n : 0) * HV * L;
     p.predicted_covariance = internals ? predicted.data() + t0 * HV * L : nullptr;
@@ -121,6 +247,10 @@ safetensors::file run_kdn_gain(const safetensors::file& f, const std::string& so
             }
       all.kappa = strided_view(isotropic_gain.data(), T * HV * K, HV * K, K, 1);
     }
+    if (gradients)
+      return kdn_gradients(
+          f, source, on,
+          {m, all, starts, ends, varlen, B, T, diagonal, sequence, isotropic_gain.empty() ? nullptr : &gain});
     std::vector<float> o, final_state;
     run_delta_rule_sequences(m, all, starts, ends, varlen, B, T, o, final_state, on);
     out.tensors.push_back(safetensors::make_f32("o", {u(B), u(T), u(HV), u(V)}, o));

@@ -2,8 +2,11 @@
 // CPU twin) on a fixture's inputs, written as a partial candidate: final_covariance and
 // readout_variance, and the internals predicted_covariance and gain (diagonal) or beta (isotropic)
 // where the fixture stores them: check with `conform --outputs final_covariance,readout_variance`.
-// With --with-memory the chunked delta-rule kernel adds the memory (o, final_state) on tensor cores;
-// the gradients are no kernel's yet (docs/kernels.md, "KDN gains").
+// With --with-memory the chunked delta-rule kernel adds the memory (o, final_state) on tensor cores.
+// With --gradients, the whole KDN's backward instead: the memory's (the chunked delta-rule backward,
+// binary32) from the fixture's cotangents of o and the final state, then the gain path's with the
+// gain's cotangent that the memory's gives, the other cotangents from the fixture; the candidate holds
+// the gradients alone (`conform --gradients-only`).
 #pragma once
 
 #include "kalman_oracle/io/safetensors.hpp"
@@ -17,6 +20,6 @@ namespace kalman_oracle::gpu::tools {
 /// and the candidate holds o and final_state too, in the bf16-tc tier's arithmetic: check with
 /// `conform --arithmetic bf16-tc --outputs o,final_state,final_covariance,readout_variance`.
 safetensors::file run_kdn_gain(const safetensors::file& fixture, const std::string& source, executor on,
-                               bool memory = false);
+                               bool memory = false, bool gradients = false);
 
 }  // namespace kalman_oracle::gpu::tools

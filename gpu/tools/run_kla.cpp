@@ -66,12 +66,7 @@ safetensors::file run_kla(const safetensors::file& f, const std::string& source,
   if (!training) return out;  // a forward-only fixture
 
   // The gradients, for the fixture's cotangents (binary32 in a fixture; absent ones are zero).
-  const auto cotangent = [&](const char* name, std::vector<float>& to) -> const float* {
-    const safetensors::tensor_entry* e = f.find(name);
-    if (e == nullptr) return nullptr;
-    for (const double x : safetensors::to_doubles(*e)) to.push_back(static_cast<float>(x));
-    return to.data();
-  };
+  const auto cotangent = [&](const char* name, std::vector<float>& to) { return fixture_cotangent(f, name, to); };
   std::vector<float> dy, dy_var, dfinal_lambda, dfinal_eta;
   kla_backward_problem g;
   g.forward = p;
@@ -92,22 +87,15 @@ safetensors::file run_kla(const safetensors::file& f, const std::string& source,
 #endif
   }
   // Each gradient under the fixture's name and shape (the input's own shape: dā [M, S] when ā is).
-  const std::pair<const char*, const std::vector<float>*> gradients[] = {{"dq", &buffers.dq},
-                                                                         {"dk", &buffers.dk},
-                                                                         {"dv", &buffers.dv},
-                                                                         {"dLambda", &buffers.dLambda},
-                                                                         {"da_bar", &buffers.da_bar},
-                                                                         {"dp_bar", &buffers.dp_bar},
-                                                                         {"dlambda_0", &buffers.dlambda_0},
-                                                                         {"deta_0", &buffers.deta_0}};
-  for (const auto& [name, values] : gradients) {
-    const safetensors::tensor_entry* want = f.find(name);
-    if (want == nullptr) continue;  // e.g. no dlambda_0 where the fixture has no prior
-    if (element_count(want->shape) != values->size())
-      throw input_error(source + ": gradient " + name + " has shape " + to_string(want->shape) +
-                        " but the kernel's has " + std::to_string(values->size()) + " elements");
-    out.tensors.push_back(safetensors::make_f32(name, want->shape, *values));
-  }
+  add_fixture_gradients(out, f, source,
+                        {{"dq", &buffers.dq},
+                         {"dk", &buffers.dk},
+                         {"dv", &buffers.dv},
+                         {"dLambda", &buffers.dLambda},
+                         {"da_bar", &buffers.da_bar},
+                         {"dp_bar", &buffers.dp_bar},
+                         {"dlambda_0", &buffers.dlambda_0},
+                         {"deta_0", &buffers.deta_0}});
   return out;
 }
 

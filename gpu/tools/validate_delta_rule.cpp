@@ -157,10 +157,11 @@ int validate_delta_rule(const delta_rule_validate_options& o) {
   return status;
 }
 
-int check_memory_against_reference(const delta_rule_validate_shape& n, const std::vector<float>& out,
-                                   const std::vector<float>& final_state, const std::vector<long long>& heads,
-                                   const std::function<fixed_gain_inputs<double>(long long b, long long h)>& head_problem,
-                                   unsigned threads, bool json, const std::string& label, const nlohmann::json& shape) {
+int check_memory_against_reference(
+    const delta_rule_validate_shape& n, const std::vector<float>& out, const std::vector<float>& final_state,
+    const std::vector<long long>& heads,
+    const std::function<fixed_gain_inputs<double>(long long b, long long h)>& head_problem, unsigned threads, bool json,
+    const std::string& label, const nlohmann::json& shape) {
   const long long B = n.B, T = n.T, H = n.H, K = n.K, V = n.V;
   const std::size_t tasks = heads.size() * static_cast<std::size_t>(B);
   std::vector<std::optional<check::fixed_gain_tensor_core_result>> per_task(tasks);
@@ -184,11 +185,10 @@ int check_memory_against_reference(const delta_rule_validate_shape& n, const std
         });
       }
     for (long long e = 0; e < K * V; ++e)
-      state_cmp.add(final_state[(b * H + h) * K * V + e], r.final_state.data()[e], r.final_state_budget.data()[e],
-                    [&] {
-                      return "batch " + std::to_string(b) + ", head " + std::to_string(h) + ", key " +
-                             std::to_string(e / V) + ", value " + std::to_string(e % V);
-                    });
+      state_cmp.add(final_state[(b * H + h) * K * V + e], r.final_state.data()[e], r.final_state_budget.data()[e], [&] {
+        return "batch " + std::to_string(b) + ", head " + std::to_string(h) + ", key " + std::to_string(e / V) +
+               ", value " + std::to_string(e % V);
+      });
   }
   // A budget at or above the output's scale says nothing (long runs without decay: docs/kernels.md).
   const auto count_vacuous = [&](comparison& c, auto value, auto budget) {

@@ -37,9 +37,10 @@ int validate_delta_rule(const delta_rule_validate_options& options);
 /// in the chunked WY form with the bf16-tc budget; the kernel's o [B, T, H, V] and final_state
 /// [B, H, K, V] are compared element by element and one line (or JSON object, `shape` its fields)
 /// printed per output, headed by `label`. Returns 0 when every element is within budget.
-int check_memory_against_reference(const delta_rule_validate_shape& n, const std::vector<float>& out,
-                                   const std::vector<float>& final_state, const std::vector<long long>& heads,
-                                   const std::function<fixed_gain_inputs<double>(long long b, long long h)>& head_problem,
-                                   unsigned threads, bool json, const std::string& label, const nlohmann::json& shape);
+int check_memory_against_reference(
+    const delta_rule_validate_shape& n, const std::vector<float>& out, const std::vector<float>& final_state,
+    const std::vector<long long>& heads,
+    const std::function<fixed_gain_inputs<double>(long long b, long long h)>& head_problem, unsigned threads, bool json,
+    const std::string& label, const nlohmann::json& shape);
 
 }  // namespace kalman_oracle::gpu::tools
