@@ -5,8 +5,11 @@
 
 reads a fixed-gain fixture (python/kalman_oracle; BF16 inputs stay torch.bfloat16, so the op's 16-bit
 path is what runs), runs kalman_oracle_torch.delta_rule on the GPU and writes o and final_state
-(float32): a partial candidate, as the kernels compute no gradient. A varlen fixture (cu_seqlens) is
-run sequence by sequence, each from its own initial state, as `kalman-oracle-gpu run` does.
+(float32): a partial candidate. A varlen fixture (cu_seqlens) is run sequence by sequence, each from
+its own initial state, as `kalman-oracle-gpu run` does. With --gradients (check with
+`conform --gradients-only`): the inputs as float32 leaves (the kernels widen 16-bit inputs exactly, so
+the values are the same), autograd from the fixture's cotangents of o and the final state, and the
+gradients the fixture certifies written instead (float32), as `kalman-oracle-gpu run --gradients`.
 """
 import os
 import sys
@@ -24,11 +27,14 @@ from kalman_oracle_torch import delta_rule  # noqa: E402
 MODELS = ("gla", "delta_net", "gated_delta_net", "kda")
 
 
-def main(fixture_path, output_path):
+def main(fixture_path, output_path, gradients=False):
     fx = kalman_oracle.load(fixture_path, torch=True)
     if fx.model not in MODELS:
         raise SystemExit(f"{fixture_path}: model {fx.model}: this runner runs {', '.join(MODELS)} fixtures only")
     x = {n: t.cuda() for n, t in fx.inputs.items() if n != "cu_seqlens"}
+    if gradients:
+        x = {n: t.float().requires_grad_() for n, t in x.items()}
+    leaves = dict(x)
     k = x["k"]
     B, T, H, K = k.shape
     q = x["q"].expand(k.shape)
@@ -50,10 +56,18 @@ def main(fixture_path, output_path):
         outputs.append(o)
         finals.append(final_state)
     out = {"o": torch.cat(outputs, dim=1), "final_state": torch.cat(finals, dim=0)}
-    safetensors_file.write(output_path, {n: t.cpu().numpy() for n, t in out.items()})
+    if gradients:
+        pairs = [(out[n], fx.cotangents["d" + n].cuda().float()) for n in ("o", "final_state")
+                 if "d" + n in fx.cotangents]
+        if not pairs:
+            raise SystemExit(f"{fixture_path}: --gradients: the fixture has no cotangents")
+        torch.autograd.backward([t for t, _ in pairs], [d for _, d in pairs])
+        out = {"d" + n: t.grad for n, t in leaves.items() if "d" + n in fx.outputs and t.grad is not None}
+    safetensors_file.write(output_path, {n: t.detach().cpu().numpy() for n, t in out.items()})
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        raise SystemExit("usage: delta_rule_conform_runner.py FIXTURE OUTPUT")
-    main(sys.argv[1], sys.argv[2])
+    args = [a for a in sys.argv[1:] if a != "--gradients"]
+    if len(args) != 2:
+        raise SystemExit("usage: delta_rule_conform_runner.py [--gradients] FIXTURE OUTPUT")
+    main(args[0], args[1], gradients="--gradients" in sys.argv[1:])

@@ -1,7 +1,8 @@
-// The chunked delta-rule memory's forward as a PyTorch operation (docs/kernels.md, "PyTorch"): the
-// fixed-gain family (GLA, DeltaNet, GDN, KDA) in fla's layouts, on CUDA tensors, on the current stream.
-// Built by kalman_oracle_torch.py with torch.utils.cpp_extension from this file and gpu/src; registered
-// there as the custom op kalman_oracle::delta_rule (forward only: the kernels have no backward yet).
+// The chunked delta-rule memory as a PyTorch operation (docs/kernels.md, "PyTorch"): the fixed-gain
+// family (GLA, DeltaNet, GDN, KDA) in fla's layouts, on CUDA tensors, on the current stream, forward
+// (tensor cores) and backward (binary32, delta_rule_backward.hpp). Built by kalman_oracle_torch.py with
+// torch.utils.cpp_extension from this file and gpu/src; registered there as the custom op
+// kalman_oracle::delta_rule with autograd.
 //
 // Inputs (one dtype among float32, bfloat16, float16): q, k [B, T, H, K]; v [B, T, HV, V] (HV a
 // multiple of H: grouped value heads); g [B, T, HV] (GDN) or [B, T, HV, K] (GLA, KDA), log gates;
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "kalman_oracle/gpu/delta_rule_backward.hpp"
 #include "kalman_oracle/gpu/delta_rule_chunked.hpp"
 #include "torch_views.hpp"
 
@@ -26,11 +28,12 @@ namespace {
 
 constexpr const char* op = "delta_rule";
 
-/// o, final_state (float32) of `model` (gla, delta_net, gated_delta_net, kda) with query scale `scale`.
-std::vector<at::Tensor> forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                const std::optional<at::Tensor>& g, const std::optional<at::Tensor>& beta,
-                                const std::optional<at::Tensor>& initial_state, double scale,
-                                const std::string& model) {
+/// The kernels' problem for `model` (gla, delta_net, gated_delta_net, kda), its inputs checked (before
+/// any CUDA call: a tensor on the wrong device is refused by name); outputs and stream unset.
+gpu::delta_rule_problem problem_of(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   const std::optional<at::Tensor>& g, const std::optional<at::Tensor>& beta,
+                                   const std::optional<at::Tensor>& initial_state, double scale,
+                                   const std::string& model) {
   TORCH_CHECK(model == "gla" || model == "delta_net" || model == "gated_delta_net" || model == "kda", op,
               ": model must be gla, delta_net, gated_delta_net or kda, got ", model);
   TORCH_CHECK(k.dim() == 4, op, ": k must be [B, T, H, K], got ", k.sizes());
@@ -48,7 +51,6 @@ std::vector<at::Tensor> forward(const at::Tensor& q, const at::Tensor& k, const 
                                                 op);
   TORCH_CHECK(scale > 0, op, ": scale must be > 0, got ", scale);
 
-  const c10::cuda::CUDAGuard guard(k.device());
   gpu::delta_rule_problem p;
   p.rule = erases ? gpu::delta_rule_kind::beta_form : gpu::delta_rule_kind::gla;
   p.gate = !gated     ? gpu::delta_rule_gate::none
@@ -69,11 +71,22 @@ std::vector<at::Tensor> forward(const at::Tensor& q, const at::Tensor& k, const 
     p.g = per_head ? gpu::torch_ops::view(*g, {B, T, HV}, op, "g") : gpu::torch_ops::view(*g, {B, T, HV, K}, op, "g");
   if (beta) p.beta = gpu::torch_ops::view(*beta, {B, T, HV}, op, "beta");
   if (initial_state) p.initial_state = gpu::torch_ops::view(*initial_state, {B, HV, K, V}, op, "initial_state");
+  return p;
+}
+
+/// o, final_state (float32) of `model` (gla, delta_net, gated_delta_net, kda) with query scale `scale`.
+std::vector<at::Tensor> forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                const std::optional<at::Tensor>& g, const std::optional<at::Tensor>& beta,
+                                const std::optional<at::Tensor>& initial_state, double scale,
+                                const std::string& model) {
+  gpu::delta_rule_problem p = problem_of(q, k, v, g, beta, initial_state, scale, model);
+  const c10::cuda::CUDAGuard guard(k.device());
+  p.stream = at::cuda::getCurrentCUDAStream().stream();
+  const int64_t B = p.batch, T = p.tokens, HV = p.heads, K = p.key_dim, V = p.value_dim;
   const auto f32 = k.options().dtype(at::kFloat);
   at::Tensor o = at::empty({B, T, HV, V}, f32), final_state = at::empty({B, HV, K, V}, f32);
   p.o = o.data_ptr<float>();
   p.final_state = final_state.data_ptr<float>();
-  p.stream = at::cuda::getCurrentCUDAStream().stream();
   try {
     // The workspace from torch's caching allocator (256-byte aligned), on the op's stream.
     at::Tensor workspace =
@@ -86,8 +99,61 @@ std::vector<at::Tensor> forward(const at::Tensor& q, const at::Tensor& k, const 
   return {o, final_state};
 }
 
+/// A float32 cotangent as the kernels read it (contiguous, on the inputs' device), or null.
+const float* cotangent(const std::optional<at::Tensor>& d, at::IntArrayRef shape, const char* name,
+                       std::vector<at::Tensor>& keep) {
+  if (!d) return nullptr;
+  TORCH_CHECK(d->sizes() == shape, op, ": the cotangent of ", name, " must be ", shape, ", got ", d->sizes());
+  keep.push_back(d->to(at::kFloat).contiguous());
+  return keep.back().data_ptr<float>();
+}
+
+/// dq, dk, dv, dg, dbeta, dinitial_state (float32, full shapes; an input's own absent: an undefined
+/// tensor) from the cotangents of o and the final state (either None: zero), binary32 on the CUDA cores.
+std::vector<at::Tensor> backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                 const std::optional<at::Tensor>& g, const std::optional<at::Tensor>& beta,
+                                 const std::optional<at::Tensor>& initial_state, double scale, const std::string& model,
+                                 const std::optional<at::Tensor>& d_o, const std::optional<at::Tensor>& d_final_state) {
+  gpu::delta_rule_backward_problem bp;
+  bp.forward = problem_of(q, k, v, g, beta, initial_state, scale, model);
+  const c10::cuda::CUDAGuard guard(k.device());
+  bp.forward.stream = at::cuda::getCurrentCUDAStream().stream();
+  const gpu::delta_rule_problem& p = bp.forward;
+  const int64_t B = p.batch, T = p.tokens, HV = p.heads, H = HV / p.key_head_group, K = p.key_dim, V = p.value_dim;
+  std::vector<at::Tensor> keep;
+  bp.d_o = cotangent(d_o, {B, T, HV, V}, "o", keep);
+  bp.d_final_state = cotangent(d_final_state, {B, HV, K, V}, "final_state", keep);
+  const auto f32 = k.options().dtype(at::kFloat);
+  at::Tensor dq = at::empty({B, T, H, K}, f32), dk = at::empty({B, T, H, K}, f32), dv = at::empty({B, T, HV, V}, f32),
+             dg, dbeta, dinitial;
+  bp.dq = dq.data_ptr<float>(), bp.dk = dk.data_ptr<float>(), bp.dv = dv.data_ptr<float>();
+  if (g) {
+    dg = p.gate == gpu::delta_rule_gate::per_head ? at::empty({B, T, HV}, f32) : at::empty({B, T, HV, K}, f32);
+    bp.dg = dg.data_ptr<float>();
+  }
+  if (beta) {
+    dbeta = at::empty({B, T, HV}, f32);
+    bp.dbeta = dbeta.data_ptr<float>();
+  }
+  if (initial_state) {
+    dinitial = at::empty({B, HV, K, V}, f32);
+    bp.d_initial_state = dinitial.data_ptr<float>();
+  }
+  try {
+    at::Tensor workspace =
+        at::empty({static_cast<int64_t>(gpu::delta_rule_backward_workspace_bytes(bp))}, k.options().dtype(at::kByte));
+    bp.workspace = workspace.data_ptr();
+    gpu::delta_rule_backward_device(bp);
+  } catch (const std::invalid_argument& e) {  // the kernels' size rules
+    TORCH_CHECK(false, e.what());
+  }
+  return {dq, dk, dv, dg, dbeta, dinitial};
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("forward", &forward, "The chunked delta-rule memory's forward: o, final_state (float32)");
+  m.def("backward", &backward,
+        "The chunked delta-rule memory's backward (binary32): dq, dk, dv, dg, dbeta, dinitial_state (float32)");
 }

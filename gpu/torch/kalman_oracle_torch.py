@@ -13,10 +13,10 @@ sees it as one opaque call.
 
 the chunked delta-rule memory's forward, with fla's names and layouts (q, k [B, T, H, K]; v [B, T, HV, V];
 g log gates [B, T, HV] for GDN, [B, T, HV, K] for KDA and GLA; beta [B, T, HV]; initial_state
-[B, HV, K, V]; scale K ** -0.5 by default), forward only (`torch.ops.kalman_oracle.delta_rule`; the
-kernels have no backward yet); o and the final state float32 (final_state None unless asked for, as
-fla). The kernels compute in the bf16-tc tier: bfloat16 matrix-product operands, binary32
-accumulation.
+[B, HV, K, V]; scale K ** -0.5 by default), differentiable in every tensor input
+(`torch.ops.kalman_oracle.delta_rule`); o and the final state float32 (final_state None unless asked
+for, as fla). The forward computes in the bf16-tc tier (bfloat16 matrix-product operands, binary32
+accumulation), the backward in binary32 on the CUDA cores.
 
     from kalman_oracle_torch import kdn_gain
     predicted, gain, readout_variance, final_covariance = kdn_gain("diagonal", k, q, g, omega, r, mu=None,
@@ -26,8 +26,8 @@ the KDN gain path (docs/math.md §4, §5): q, k [B, T, H, K]; g log gates [B, T,
 [B, T, HV, K] (diagonal) or [B, T, HV] (isotropic); r [B, T, HV]; mu [HV] (default K); the prior
 covariance [B, HV, K] or [B, HV] (default 1), any of g, omega, r, mu and the prior broadcast; outputs
 float32 (the gain κ [B, T, HV, K] or β [B, T, HV]); differentiable in every tensor input
-(`torch.ops.kalman_oracle.kdn_gain`). A whole KDN also needs the memory's backward, which the
-delta-rule kernels do not have yet.
+(`torch.ops.kalman_oracle.kdn_gain`). A whole KDN is this and the delta-rule op (the two-key memory is
+not exposed as an op yet: kalman-oracle-gpu run --gradients chains them on the fixtures).
 
 Each extension is compiled on first use from its op's .cpp and gpu/src with torch.utils.cpp_extension
 (nvcc and ninja needed; $KALMAN_ORACLE_TORCH_BUILD, when set, is the parent of one build directory
@@ -89,7 +89,8 @@ def _sum_to_input(grad, x):
 
 def delta_rule_extension():
     """The chunked delta-rule extension."""
-    return _load("kalman_oracle_gpu_torch_delta_rule", "delta_rule_op.cpp", ("delta_rule_chunked.cu", "device.cu"))
+    return _load("kalman_oracle_gpu_torch_delta_rule", "delta_rule_op.cpp",
+                 ("delta_rule_chunked.cu", "delta_rule_backward.cu", "device.cu"))
 
 
 @torch.library.custom_op("kalman_oracle::kla", mutates_args=())
@@ -200,9 +201,28 @@ def _(q, k, v, g, beta, initial_state, scale, model):
     return v.new_empty((B, T, HV, V), **f32), v.new_empty((B, HV, K, V), **f32)
 
 
+def _delta_rule_setup_context(ctx, inputs, output):
+    q, k, v, g, beta, initial_state, scale, model = inputs
+    ctx.scale, ctx.model = scale, model
+    ctx.save_for_backward(q, k, v, g, beta, initial_state)
+
+
+def _delta_rule_backward(ctx, d_o, d_final_state):
+    q, k, v, g, beta, initial_state = ctx.saved_tensors
+    dq, dk, dv, dg, dbeta, dinitial = delta_rule_extension().backward(q, k, v, g, beta, initial_state, ctx.scale,
+                                                                      ctx.model, d_o, d_final_state)
+    to_input = _sum_to_input
+    return (to_input(dq, q), to_input(dk, k), to_input(dv, v), to_input(dg, g), to_input(dbeta, beta),
+            to_input(dinitial, initial_state), None, None)
+
+
+_delta_rule.register_autograd(_delta_rule_backward, setup_context=_delta_rule_setup_context)
+
+
 def delta_rule(model, q, k, v, g=None, beta=None, scale=None, initial_state=None, output_final_state=False):
     """o and the final state (None unless output_final_state) of a fixed-gain model (gla, delta_net,
-    gated_delta_net, kda) by the chunked delta-rule kernels, forward only."""
+    gated_delta_net, kda) by the chunked delta-rule kernels; differentiable in every tensor input (the
+    backward in binary32: docs/kernels.md)."""
     if scale is None:
         scale = k.shape[-1] ** -0.5
     o, final_state = torch.ops.kalman_oracle.delta_rule(q, k, v, g, beta, initial_state, float(scale), model)

@@ -3,7 +3,8 @@
 #   run_gpu.sh KALMAN_ORACLE KALMAN_ORACLE_GPU SUITE...
 # builds the extensions (first use), runs test_kla_op.py, test_kdn_gain_op.py and
 # test_delta_rule_op.py, then for each
-# suite: conform with each op as the command (KLA; the fixed-gain family under bf16-tc), and a
+# suite: conform with each op as the command (KLA; the fixed-gain family under bf16-tc, and its
+# autograd backward under --gradients-only), and a
 # bit-for-bit comparison of the ops' candidates with kalman-oracle-gpu's (the same kernels called
 # from C++). Exit status 1 on any failure.
 set -euo pipefail
@@ -45,6 +46,9 @@ for suite in "$@"; do
   echo "== conform $suite (the PyTorch delta-rule op, bf16-tc)"
   "$tool" conform --strict --arithmetic bf16-tc --outputs o,final_state --models $fixed_gain --suite "$suite" -- \
     "$python" "$here/delta_rule_conform_runner.py" {fixture} {output} 2>/dev/null || status=1
+  echo "== conform $suite (the PyTorch delta-rule op's autograd: the backward, binary32)"
+  "$tool" conform --strict --gradients-only --models $fixed_gain --suite "$suite" -- \
+    "$python" "$here/delta_rule_conform_runner.py" --gradients {fixture} {output} 2>/dev/null || status=1
   echo "== the ops' candidates against kalman-oracle-gpu's, bit for bit"
   work=$(mktemp -d)
   for fixture in "$suite"/*.safetensors; do
@@ -57,6 +61,11 @@ for suite in "$@"; do
     "$python" "$here/$runner" "$fixture" "$work/torch_$name"
     "$gpu_tool" run --device cuda "$fixture" "$work/cuda_$name"
     same_bits "$work/torch_$name" "$work/cuda_$name" || status=1
+    if [ "$runner" = delta_rule_conform_runner.py ]; then  # the backward's gradients too
+      "$python" "$here/$runner" --gradients "$fixture" "$work/torch_grad_$name"
+      "$gpu_tool" run --device cuda --gradients "$fixture" "$work/cuda_grad_$name"
+      same_bits "$work/torch_grad_$name" "$work/cuda_grad_$name" || status=1
+    fi
   done
   rm -rf "$work"
 done
