@@ -6,8 +6,8 @@
 // affine, so it runs as a chunked scan (models/kdn_gain_backward.cuh).
 //
 // These are the gain path's shares of a KDN's gradients: a whole KDN adds the memory's (the
-// memory's adjoint gives dκ and the gate and key terms of the delta rule; the chunked delta-rule
-// kernel has no backward yet, docs/kernels.md). Plain C++: the kernels are in
+// memory's adjoint gives dκ and the gate and key terms of the delta rule: delta_rule_backward.hpp;
+// `kalman-oracle-gpu run --gradients` chains the two, docs/kernels.md). Plain C++: the kernels are in
 // gpu/src/kdn_gain_backward.cu, the CPU twin in twin/kdn_gain_backward_twin.hpp.
 #pragma once
 
