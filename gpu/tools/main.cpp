@@ -24,9 +24,10 @@
 //   kalman-oracle-gpu validate --model kdn_diagonal|kdn_isotropic [--shape B,T,H,K ...] [--sample-heads N]
 //   kalman-oracle-gpu validate --model gla|delta_net|gated_delta_net|kda [--shape B,T,H,K[,V] ...]
 //                                   [--sample-heads N]
-//                                   a kernel at production shapes against the binary64 reference
-//                                   run on the spot (validate_kla.hpp, validate_kdn_gain.hpp,
-//                                   validate_delta_rule.hpp; exit 1 on a failure)
+//                                   a kernel (forward and backward) at production shapes against the
+//                                   binary64 reference run on the spot (validate_kla.hpp,
+//                                   validate_kdn_gain.hpp, validate_delta_rule.hpp,
+//                                   validate_delta_rule_backward.hpp; exit 1 on a failure)
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -199,7 +200,7 @@ int main(int argc, char** argv) {
   validate
       ->add_option("--model", validate_model,
                    "the model (kla; kdn_diagonal or kdn_isotropic: the gain kernels; gla, delta_net, gated_delta_net "
-                   "or kda: the chunked delta-rule memory under the bf16-tc tier)")
+                   "or kda: the chunked delta-rule memory under the bf16-tc tier, and its binary32 backward)")
       ->required()
       ->check(CLI::IsMember({"kla", "kdn_diagonal", "kdn_isotropic", "gla", "delta_net", "gated_delta_net", "kda"}));
   validate->add_option("--shape", shape_texts,

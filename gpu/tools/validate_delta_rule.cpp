@@ -10,7 +10,9 @@
 //      holds the kernel to (an estimate, labelled so);
 //   4. every compared element of o and final_state within budget, else FAIL naming the worst;
 //      UNVERIFIED (exit 0, but said) where some element's budget reaches the output's scale, the
-//      largest |reference| compared (the tier says nothing there: long runs without decay).
+//      largest |reference| compared (the tier says nothing there: long runs without decay);
+//   5. the backward (binary32, the fixtures' gradient budget): cotangents drawn, every input's gradient
+//      at the sampled heads against the binary64 sequential adjoint (validate_delta_rule_backward.hpp).
 #include "validate_delta_rule.hpp"
 
 #include <algorithm>
@@ -26,6 +28,7 @@
 #include "kalman_oracle/check/fixed_gain_tensor_core_budget.hpp"
 #include "kalman_oracle/detail/parallel_for.hpp"
 #include "kalman_oracle/gpu/twin/delta_rule_chunked_twin.hpp"
+#include "validate_delta_rule_backward.hpp"
 #include "validate_report.hpp"
 
 namespace kalman_oracle::gpu::tools {
@@ -144,6 +147,21 @@ int validate_delta_rule(const delta_rule_validate_options& o) {
     if (check_memory_against_reference(
             n, out, final_state, heads,
             [&](long long b, long long h) { return head_inputs(x, n, o.model, b, h, p.tau); }, threads, o.json, label,
+            {{"model", o.model},
+             {"device", o.twin ? "twin" : "cuda"},
+             {"B", n.B},
+             {"T", n.T},
+             {"H", n.H},
+             {"K", n.K},
+             {"V", n.V},
+             {"sampled_heads", heads.size()}}) != 0)
+      status = 1;
+    // 5. The backward: every input's gradient against the binary64 adjoint (validate_delta_rule_backward.hpp).
+    std::snprintf(label, sizeof label, "%s backward %s B=%d T=%d H=%d K=%d V=%d (%zu heads)", o.model.c_str(),
+                  o.twin ? "twin" : "kernel", n.B, n.T, n.H, n.K, n.V, heads.size());
+    if (check_memory_backward_against_reference(
+            p, o.twin, o.seed, heads, [&](long long b, long long h) { return head_inputs(x, n, o.model, b, h, p.tau); },
+            threads, o.json, label,
             {{"model", o.model},
              {"device", o.twin ? "twin" : "cuda"},
              {"B", n.B},

@@ -23,7 +23,9 @@
 //      channel and the gain kernels' own κ (isotropic: κ = fl(β k)), as `run --with-memory` runs a
 //      whole KDN; then validate_delta_rule's check (check_memory_against_reference): per sampled
 //      head and batch row, the binary64 chunked WY form with those κ and the bf16-tc budget. So the
-//      memory is checked given the kernels' gains (whose own errors step 4 checks).
+//      memory is checked given the kernels' gains (whose own errors step 4 checks); and the memory's
+//      backward with those κ, cotangents of o and the final state drawn, every gradient of the two-key
+//      rule against the binary64 sequential adjoint (validate_delta_rule_backward.hpp).
 #include "validate_kdn_gain.hpp"
 
 #include <algorithm>
@@ -50,6 +52,7 @@
 #include "kalman_oracle/models/isotropic.hpp"
 #include "kalman_oracle/scalar/running_error.hpp"
 #include "validate_delta_rule.hpp"
+#include "validate_delta_rule_backward.hpp"
 #include "validate_report.hpp"
 
 namespace kalman_oracle::gpu::tools {
@@ -376,17 +379,25 @@ int validate_memory(const kdn_gain_validate_options& o, const kdn_gain_validate_
     for (long long e = 0; e < K * V; ++e) in.initial_state->data()[e] = initial[(b * H + h) * K * V + e];
     return in;
   };
-  return check_memory_against_reference({n.B, n.T, n.H, n.K, n.K}, out, final_state, heads, head_problem, threads,
-                                        o.json, label,
-                                        {{"model", model},
-                                         {"device", o.twin ? "twin" : "cuda"},
-                                         {"pass", "memory"},
-                                         {"B", n.B},
-                                         {"T", n.T},
-                                         {"H", n.H},
-                                         {"K", n.K},
-                                         {"V", n.K},
-                                         {"sampled_heads", heads.size()}});
+  const nlohmann::json shape{{"model", model},
+                             {"device", o.twin ? "twin" : "cuda"},
+                             {"pass", "memory"},
+                             {"B", n.B},
+                             {"T", n.T},
+                             {"H", n.H},
+                             {"K", n.K},
+                             {"V", n.K},
+                             {"sampled_heads", heads.size()}};
+  int status = check_memory_against_reference({n.B, n.T, n.H, n.K, n.K}, out, final_state, heads, head_problem, threads,
+                                              o.json, label, shape);
+  // The memory's backward with the same κ (the gain kernels' backward is checked above, from the gain
+  // path's own cotangents): every gradient of the two-key rule against the binary64 adjoint.
+  std::snprintf(label, sizeof label, "%s memory backward %s B=%d T=%d H=%d K=%d V=%d (%zu heads)", model,
+                o.twin ? "twin" : "kernel", n.B, n.T, n.H, n.K, n.K, heads.size());
+  if (check_memory_backward_against_reference(m, o.twin, o.seed, heads, head_problem, threads, o.json, label, shape) !=
+      0)
+    status = 1;
+  return status;
 }
 
 }  // namespace

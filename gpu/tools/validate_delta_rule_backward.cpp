@@ -1,0 +1,172 @@
+// gpu/tools/validate_delta_rule_backward.hpp. Why the sequential adjoint and not the chunked one: the
+// budget is the fixtures' (fixtures/lib/certify.cpp runs the model card's sequential adjoint over the
+// running error), so a kernel that passes here at production shapes is held to what `conform` holds it
+// to on the fixtures; the chunked adjoint's running error is a median 39 times looser
+// (docs/error-model.md, "Chunked adjoints are not covered").
+#include "validate_delta_rule_backward.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kalman_oracle/detail/parallel_for.hpp"
+#include "kalman_oracle/gpu/delta_rule_backward.hpp"
+#include "kalman_oracle/gpu/twin/delta_rule_backward_twin.hpp"
+#include "kalman_oracle/grad/fixed_gain.hpp"
+#include "kalman_oracle/scalar/running_error.hpp"
+#include "validate_report.hpp"
+
+namespace kalman_oracle::gpu::tools {
+
+namespace {
+
+using bounded = running_error<double>;
+
+tensor<bounded> bounded_tensor(const tensor<double>& x) {
+  tensor<bounded> out(x.name(), x.shape());
+  for (std::size_t i = 0; i < x.size(); ++i) out.data()[i] = bounded(x.data()[i]);
+  return out;
+}
+
+std::optional<tensor<bounded>> bounded_tensor(const std::optional<tensor<double>>& x) {
+  if (!x) return std::nullopt;
+  return bounded_tensor(*x);
+}
+
+/// The same problem over running_error<double>: every input exact (error 0).
+fixed_gain_inputs<bounded> bounded_inputs(const fixed_gain_inputs<double>& in) {
+  fixed_gain_inputs<bounded> out;
+  out.rule = in.rule;
+  out.q = bounded_tensor(in.q);
+  out.k = bounded_tensor(in.k);
+  out.v = bounded_tensor(in.v);
+  out.g = bounded_tensor(in.g);
+  out.gates = in.gates;
+  out.beta = bounded_tensor(in.beta);
+  out.gain = bounded_tensor(in.gain);
+  out.initial_state = bounded_tensor(in.initial_state);
+  if (in.scale) out.scale = bounded(*in.scale);
+  return out;
+}
+
+/// How many (head, batch row) adjoints run at once: the sequential adjoint stores every state and its
+/// prediction, 2 (T + 1) K V running_error<double> values (8.6 GB at T = 16384, K = V = 128), so at most
+/// half the machine's memory is given to them.
+std::size_t concurrent_adjoints(const delta_rule_problem& p, unsigned threads) {
+  const double per_task = 2.0 * (p.tokens + 1.0) * p.key_dim * p.value_dim * sizeof(bounded);
+  const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  const double fit = memory > 0 ? std::floor(memory / 2 / per_task) : 1;
+  return static_cast<std::size_t>(std::clamp(fit, 1.0, static_cast<double>(std::max(1u, threads))));
+}
+
+}  // namespace
+
+int check_memory_backward_against_reference(
+    const delta_rule_problem& forward, bool twin, unsigned seed, const std::vector<long long>& heads,
+    const std::function<fixed_gain_inputs<double>(long long b, long long h)>& head_problem, unsigned threads, bool json,
+    const std::string& label, const nlohmann::json& shape) {
+  const long long B = forward.batch, T = forward.tokens, H = forward.heads, K = forward.key_dim, V = forward.value_dim;
+  if (forward.key_head_group != 1)
+    throw std::invalid_argument("validate: the backward's check takes one key head per value head");
+  if (T == 0) return 0;  // no token: nothing but d_initial_state = d_final_state (the twin test checks it)
+  const bool beta_form = forward.rule == delta_rule_kind::beta_form;
+  const bool two_key = forward.rule == delta_rule_kind::two_key;
+  const bool gated = forward.gate != delta_rule_gate::none;
+  const long long G = forward.gate == delta_rule_gate::per_head ? 1 : K;
+
+  // The cotangents, then the backward on the whole problem.
+  std::mt19937_64 rng(seed + 0xbac4u);
+  std::uniform_real_distribution<double> unit(-1.0, 1.0);
+  std::vector<float> d_o(B * T * H * V), d_final(B * H * K * V);
+  for (float& e : d_o) e = static_cast<float>(unit(rng));
+  for (float& e : d_final) e = static_cast<float>(unit(rng));
+  std::vector<float> dq(B * T * H * K, NAN), dk(dq.size(), NAN), dv(B * T * H * V, NAN), dbeta(B * T * H, NAN),
+      dkappa(B * T * H * K, NAN), dg(B * T * H * G, NAN), d_initial(B * H * K * V, NAN);
+  delta_rule_backward_problem bp;
+  bp.forward = forward;
+  bp.d_o = d_o.data(), bp.d_final_state = d_final.data();
+  bp.dq = dq.data(), bp.dk = dk.data(), bp.dv = dv.data(), bp.d_initial_state = d_initial.data();
+  if (beta_form) bp.dbeta = dbeta.data();
+  if (two_key) bp.dkappa = dkappa.data();
+  if (gated) bp.dg = dg.data();
+  if (twin) {
+    delta_rule_backward_twin(bp);
+  } else {
+#if defined(KALMAN_ORACLE_GPU_HAVE_CUDA)
+    delta_rule_backward_host(bp);
+#else
+    throw std::invalid_argument("validate: this build has no CUDA kernels; use --device twin");
+#endif
+  }
+
+  // The reference adjoint of each (sampled head, batch row), binary64 values and their bounds at once.
+  const std::size_t tasks = heads.size() * static_cast<std::size_t>(B);
+  std::vector<std::optional<gradients<bounded>>> per_task(tasks);
+  kalman_oracle::detail::parallel_for(
+      tasks, static_cast<unsigned>(concurrent_adjoints(forward, threads)), [&](std::size_t j) {
+        const long long h = heads[j / static_cast<std::size_t>(B)], b = static_cast<long long>(j) % B;
+        const std::size_t Ts = T, Ks = K, Vs = V;
+        tensor<bounded> co("o", {1, Ts, 1, Vs}), cf("final_state", {1, 1, Ks, Vs});
+        for (long long t = 0; t < T; ++t)
+          for (long long c = 0; c < V; ++c) co.data()[t * V + c] = bounded(d_o[((b * T + t) * H + h) * V + c]);
+        for (long long e = 0; e < K * V; ++e) cf.data()[e] = bounded(d_final[(b * H + h) * K * V + e]);
+        cotangents<bounded> cot;
+        cot.set(std::move(co));
+        cot.set(std::move(cf));
+        per_task[j].emplace(fixed_gain_backward(bounded_inputs(head_problem(b, h)), cot));
+      });
+
+  // The kernel's [B, T, H, inner] (or [B, H, inner]) gradient at each task against its [1, T, 1, inner].
+  const auto compare = [&](const char* name, const std::vector<float>& kernel, const char* ref_name, long long inner,
+                           bool per_token) {
+    comparison cmp;
+    cmp.output = name;
+    double scale = 0;
+    for (std::size_t j = 0; j < tasks; ++j)
+      for (const bounded& e : per_task[j]->at(ref_name).data()) scale = std::max(scale, std::fabs(e.value()));
+    for (std::size_t j = 0; j < tasks; ++j) {
+      const long long h = heads[j / static_cast<std::size_t>(B)], b = static_cast<long long>(j) % B;
+      const tensor<bounded>& ref = per_task[j]->at(ref_name);
+      const long long rows = per_token ? T : 1;
+      for (long long t = 0; t < rows; ++t)
+        for (long long i = 0; i < inner; ++i) {
+          const bounded& r = ref.data()[static_cast<std::size_t>(t * inner + i)];
+          const long long from = per_token ? ((b * T + t) * H + h) * inner + i : (b * H + h) * inner + i;
+          const double budget = (2 * 0x1p-24 + 2 * 0x1p-53) * r.error();
+          cmp.add(kernel[from], r.value(), budget, [&] {
+            return "batch " + std::to_string(b) + (per_token ? ", token " + std::to_string(t) : "") + ", head " +
+                   std::to_string(h) + (inner > 1 ? ", element " + std::to_string(i) : "");
+          });
+          cmp.vacuous += budget >= scale ? 1 : 0;
+        }
+    }
+    return cmp;
+  };
+  std::vector<comparison> results{compare("dq", dq, "q", K, true), compare("dk", dk, "k", K, true),
+                                  compare("dv", dv, "v", V, true)};
+  if (beta_form) results.push_back(compare("dbeta", dbeta, "beta", 1, true));
+  if (two_key) results.push_back(compare("dkappa", dkappa, "gain", K, true));
+  if (gated) results.push_back(compare("dg", dg, "g", G, true));
+  results.push_back(compare("d_initial_state", d_initial, "initial_state", K * V, false));
+  int status = 0;
+  nlohmann::json fields = shape;
+  // "backward", or "memory backward" where the caller's pass is the KDN's memory (its gain path has
+  // a "backward" pass of its own).
+  fields["pass"] = fields.contains("pass") ? fields["pass"].get<std::string>() + " backward" : "backward";
+  for (const comparison& c : results) {
+    if (!c.pass()) status = 1;
+    print_comparison(c, json, label, fields, "",
+                     "estimate: 2u x the first-order running error of the binary64 sequential adjoint "
+                     "(the fixtures' gradient budget) + the binary64 run's own");
+  }
+  return status;
+}
+
+}  // namespace kalman_oracle::gpu::tools
