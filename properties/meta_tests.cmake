@@ -72,4 +72,5 @@ set(KALMAN_ORACLE_META_TESTS
   grad_kdn_covariance_wrong_time:grad
   grad_dense_missing_gain_term:grad
   grad_wy_missing_state_term:grad
+  grad_kdn_parallel_drops_key_share:grad
 )

@@ -58,13 +58,13 @@ concept parallel_gradient_problem = requires(const gradient_case_check_archetype
 template <class P>
 concept gradient_problem = sequential_gradient_problem<P> || parallel_gradient_problem<P>;
 
-/// A problem whose parallel form has an adjoint of its own, parallel_backward<T>(case), beside the
-/// sequential one (the fixed gain's chunked WY adjoint). The address of the rational
-/// specialisation names its signature without instantiating its body.
+/// A problem whose parallel form has an adjoint of its own, parallel_backward(case), beside the
+/// sequential one (the fixed gain's chunked WY adjoint; the KDNs' memory-chunked adjoint), and says so
+/// with `has_parallel_backward` (its cases' model types differ, so no single signature names it).
 template <class P>
 concept parallel_adjoint_gradient_problem = parallel_gradient_problem<P> && requires {
-  &P::template parallel_backward<rational>;
-};
+  { P::has_parallel_backward } -> std::convertible_to<bool>;
+} && P::has_parallel_backward;
 
 template <class P>
 struct has_parallel_form : std::bool_constant<parallel_gradient_problem<P>> {};

@@ -20,8 +20,8 @@ using parallel_adjoint_gradient_problems = problems_where_t<has_parallel_adjoint
 
 // What each problem is known to have, so that a signature that drifts fails here rather than
 // silently dropping the problem from a law's list.
-static_assert(parallel_adjoint_gradient_problem<fixed_gain_problem>);
-static_assert(parallel_gradient_problem<kla_problem> && parallel_gradient_problem<kdn_problem>);
+static_assert(parallel_adjoint_gradient_problem<fixed_gain_problem> && parallel_adjoint_gradient_problem<kdn_problem>);
+static_assert(parallel_gradient_problem<kla_problem>);
 static_assert(sequential_gradient_problem<dense_problem>);
 
 }  // namespace kalman_oracle::testing

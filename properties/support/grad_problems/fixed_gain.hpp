@@ -43,6 +43,7 @@ class fixed_gain_problem {
   }
 
   /// The chunked form's own adjoint (grad/fixed_gain_chunked.hpp) at the case's chunk size.
+  static constexpr bool has_parallel_backward = true;
   template <class T>
   static gradients<T> parallel_backward(const gradient_case<fixed_gain_model, T>& c) {
     return fixed_gain_chunked_backward(c.inputs, c.cot, c.model.chunk_size);

@@ -7,7 +7,8 @@
 // gates α ∈ (0, 1] with 1 included and ω >= 0 with 0 included; MPFR cases log gates
 // g ∈ [−2, −2⁻⁶], ω ∈ [2⁻⁶, 2], r, μ, p_0 ∈ [1/4, 4], values in [−2, 2] (docs/gradients.md
 // "Bounds"). The parallel form scans the covariance with every schedule, chunk size 1, 2, 3 or > T
-// and every rescale mode.
+// and every rescale mode, runs the memory in chunks of 1, 2, 3 or > T tokens (the isotropic model in
+// either association), and has its own adjoint (grad/kdn_parallel.hpp).
 #pragma once
 
 #include <rapidcheck.h>
@@ -23,6 +24,7 @@
 #include "grad_generators.hpp"
 #include "kalman_oracle/grad/diagonal.hpp"
 #include "kalman_oracle/grad/isotropic.hpp"
+#include "kalman_oracle/grad/kdn_parallel.hpp"
 
 namespace kalman_oracle::testing {
 
@@ -36,7 +38,7 @@ class kdn_problem {
     const head_sizes n = gen_head_sizes(4, 4);
     const bool diagonal = *rc::gen::arbitrary<bool>();
     const std::optional<kdn_scan_options> scan =
-        form == forward_form::parallel ? std::optional(gen_scan(n.tokens)) : std::nullopt;
+        form == forward_form::parallel ? std::optional(gen_scan(n.tokens, diagonal)) : std::nullopt;
     const value_gens<T> g = gens<T>();
     // The covariance is [B, H, K] (diagonal) or one number per head [B, H] (isotropic).
     const shape_t covariance = diagonal ? shape_t{n.batch, n.heads, n.key_dim} : shape_t{n.batch, n.heads};
@@ -58,6 +60,16 @@ class kdn_problem {
       check(make_gradient_case<T>(isotropic_kdn_model{scan, /*internals=*/true},
                                   gen_inputs<isotropic_kdn_inputs<T>>(n, {n.batch, n.tokens, n.heads}, covariance, g),
                                   outputs, g.value, label));
+  }
+
+  /// The parallel form's own adjoint (grad/kdn_parallel.hpp) with the case's scan options.
+  static constexpr bool has_parallel_backward = true;
+  template <class Model, class T>
+  static gradients<T> parallel_backward(const gradient_case<Model, T>& c) {
+    if constexpr (std::is_same_v<Model, diagonal_kdn_model>)
+      return diagonal_kdn_parallel_backward(c.inputs, c.cot, *c.model.parallel);
+    else
+      return isotropic_kdn_parallel_backward(c.inputs, c.cot, *c.model.parallel);
   }
 
  private:
@@ -98,16 +110,20 @@ class kdn_problem {
     return in;
   }
 
-  static kdn_scan_options gen_scan(std::size_t tokens) {
-    return {*rc::gen::elementOf(all_scan_schedules), *rc::gen::element<std::size_t>(1, 2, 3, tokens + 1),
-            *rc::gen::element(rescale_mode::none, rescale_mode::trace, rescale_mode::max_entry,
-                              rescale_mode::power_of_two)};
+  static kdn_scan_options gen_scan(std::size_t tokens, bool diagonal) {
+    kdn_scan_options scan{*rc::gen::elementOf(all_scan_schedules), *rc::gen::element<std::size_t>(1, 2, 3, tokens + 1),
+                          *rc::gen::element(rescale_mode::none, rescale_mode::trace, rescale_mode::max_entry,
+                                            rescale_mode::power_of_two)};
+    scan.memory_chunk_size = *rc::gen::element<std::size_t>(1, 2, 3, tokens + 1);
+    if (!diagonal && *rc::gen::arbitrary<bool>()) scan.memory_association = kdn_memory_association::beta_form;
+    return scan;
   }
 
   static std::string scan_label(const std::optional<kdn_scan_options>& scan) {
     if (!scan) return "";
     return ", " + to_string(scan->schedule) + ", C = " + std::to_string(scan->chunk_size) + ", " +
-           to_string(scan->rescale);
+           to_string(scan->rescale) + ", memory C = " + std::to_string(scan->memory_chunk_size) +
+           (scan->memory_association == kdn_memory_association::beta_form ? ", beta-form" : "");
   }
 };
 
