@@ -141,35 +141,23 @@ int validate_delta_rule(const delta_rule_validate_options& o) {
     // The binary64 chunked form and its budgets, one (sampled head, batch row) a task.
     const std::vector<long long> heads = spread_sample(o.sample_heads, H);
     const unsigned threads = o.threads != 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
+    const nlohmann::json shape{
+        {"model", o.model}, {"device", o.twin ? "twin" : "cuda"}, {"B", n.B}, {"T", n.T}, {"H", n.H}, {"K", n.K},
+        {"V", n.V},         {"sampled_heads", heads.size()}};
     char label[160];
     std::snprintf(label, sizeof label, "%s %s B=%d T=%d H=%d K=%d V=%d (%zu heads)", o.model.c_str(),
                   o.twin ? "twin" : "kernel", n.B, n.T, n.H, n.K, n.V, heads.size());
     if (check_memory_against_reference(
             n, out, final_state, heads,
             [&](long long b, long long h) { return head_inputs(x, n, o.model, b, h, p.tau); }, threads, o.json, label,
-            {{"model", o.model},
-             {"device", o.twin ? "twin" : "cuda"},
-             {"B", n.B},
-             {"T", n.T},
-             {"H", n.H},
-             {"K", n.K},
-             {"V", n.V},
-             {"sampled_heads", heads.size()}}) != 0)
+            shape) != 0)
       status = 1;
     // 5. The backward: every input's gradient against the binary64 adjoint (validate_delta_rule_backward.hpp).
     std::snprintf(label, sizeof label, "%s backward %s B=%d T=%d H=%d K=%d V=%d (%zu heads)", o.model.c_str(),
                   o.twin ? "twin" : "kernel", n.B, n.T, n.H, n.K, n.V, heads.size());
     if (check_memory_backward_against_reference(
             p, o.twin, o.seed, heads, [&](long long b, long long h) { return head_inputs(x, n, o.model, b, h, p.tau); },
-            threads, o.json, label,
-            {{"model", o.model},
-             {"device", o.twin ? "twin" : "cuda"},
-             {"B", n.B},
-             {"T", n.T},
-             {"H", n.H},
-             {"K", n.K},
-             {"V", n.V},
-             {"sampled_heads", heads.size()}}) != 0)
+            threads, o.json, label, shape) != 0)
       status = 1;
   }
   return status;

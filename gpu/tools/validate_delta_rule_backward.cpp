@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "kalman_oracle/check/fixed_gain_tensor_core_budget.hpp"
 #include "kalman_oracle/detail/parallel_for.hpp"
 #include "kalman_oracle/gpu/delta_rule_backward.hpp"
 #include "kalman_oracle/gpu/twin/delta_rule_backward_twin.hpp"
@@ -28,33 +29,6 @@ namespace kalman_oracle::gpu::tools {
 namespace {
 
 using bounded = running_error<double>;
-
-tensor<bounded> bounded_tensor(const tensor<double>& x) {
-  tensor<bounded> out(x.name(), x.shape());
-  for (std::size_t i = 0; i < x.size(); ++i) out.data()[i] = bounded(x.data()[i]);
-  return out;
-}
-
-std::optional<tensor<bounded>> bounded_tensor(const std::optional<tensor<double>>& x) {
-  if (!x) return std::nullopt;
-  return bounded_tensor(*x);
-}
-
-/// The same problem over running_error<double>: every input exact (error 0).
-fixed_gain_inputs<bounded> bounded_inputs(const fixed_gain_inputs<double>& in) {
-  fixed_gain_inputs<bounded> out;
-  out.rule = in.rule;
-  out.q = bounded_tensor(in.q);
-  out.k = bounded_tensor(in.k);
-  out.v = bounded_tensor(in.v);
-  out.g = bounded_tensor(in.g);
-  out.gates = in.gates;
-  out.beta = bounded_tensor(in.beta);
-  out.gain = bounded_tensor(in.gain);
-  out.initial_state = bounded_tensor(in.initial_state);
-  if (in.scale) out.scale = bounded(*in.scale);
-  return out;
-}
 
 /// How many (head, batch row) adjoints run at once: the sequential adjoint stores every state and its
 /// prediction, 2 (T + 1) K V running_error<double> values (8.6 GB at T = 16384, K = V = 128), so at most
@@ -120,7 +94,7 @@ int check_memory_backward_against_reference(
         cotangents<bounded> cot;
         cot.set(std::move(co));
         cot.set(std::move(cf));
-        per_task[j].emplace(fixed_gain_backward(bounded_inputs(head_problem(b, h)), cot));
+        per_task[j].emplace(fixed_gain_backward(check::lift_to_running_error(head_problem(b, h)), cot));
       });
 
   // The kernel's [B, T, H, inner] (or [B, H, inner]) gradient at each task against its [1, T, 1, inner].

@@ -39,13 +39,9 @@ inline std::optional<tensor<running_error<double>>> lift(const std::optional<ten
 
 }  // namespace detail::fixed_gain_budget
 
-/// The chunked WY form of `inputs` with chunks of `chunk_size` (the kernel's), in binary64, and per
-/// element of o and final_state the budget of a kernel of that form whose matrix-product operands are
-/// rounded to `format` (binary32 accumulation). Single-threaded inside each run (the operand format and the
-/// norm-wise carry are per-thread scopes, set on each of the four threads that run the four runs).
-inline fixed_gain_tensor_core_result fixed_gain_tensor_core_budget(const fixed_gain_inputs<double>& inputs,
-                                                                   operand_format format,
-                                                                   std::size_t chunk_size = default_wy_chunk_size) {
+/// The same problem over running_error<double>, every input exact (error 0): the running error's
+/// runs here, and validate's backward check (gpu/tools/validate_delta_rule_backward.cpp).
+inline fixed_gain_inputs<running_error<double>> lift_to_running_error(const fixed_gain_inputs<double>& inputs) {
   using detail::fixed_gain_budget::lift;
   fixed_gain_inputs<running_error<double>> in;
   in.rule = inputs.rule;
@@ -58,6 +54,17 @@ inline fixed_gain_tensor_core_result fixed_gain_tensor_core_budget(const fixed_g
   in.gain = lift(inputs.gain);
   in.initial_state = lift(inputs.initial_state);
   if (inputs.scale) in.scale = running_error<double>(*inputs.scale);
+  return in;
+}
+
+/// The chunked WY form of `inputs` with chunks of `chunk_size` (the kernel's), in binary64, and per
+/// element of o and final_state the budget of a kernel of that form whose matrix-product operands are
+/// rounded to `format` (binary32 accumulation). Single-threaded inside each run (the operand format and the
+/// norm-wise carry are per-thread scopes, set on each of the four threads that run the four runs).
+inline fixed_gain_tensor_core_result fixed_gain_tensor_core_budget(const fixed_gain_inputs<double>& inputs,
+                                                                   operand_format format,
+                                                                   std::size_t chunk_size = default_wy_chunk_size) {
+  const fixed_gain_inputs<running_error<double>> in = lift_to_running_error(inputs);
   run_options one_thread;
   one_thread.threads = 1;
   const auto run = [&](operand_format f, bool normwise) {
