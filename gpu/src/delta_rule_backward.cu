@@ -4,8 +4,8 @@
 //                 carry keys and Γ ⊙ sq, into the chunk's record of the workspace;
 //   2. states     (a block a (batch row, value head, 16 value columns), the chunks in order): S and Ũ;
 //   3. cotangents (the same blocks, the chunks in reverse): dS' and dŨ; d_initial_state;
-//   4. value sums (a block a (batch row, value head, chunk), 16 value columns at a time through shared
-//                 memory): R, dc, da, dσ, dW, dY (dv), d𝒯, dX, dA;
+//   4. value sums (a block of 1024 threads a (batch row, value head, chunk), 16 value columns at a
+//                 time through shared memory): R, dc, da, dσ, dW, dY (dv), d𝒯, dX, dA;
 //   5. channels   (a block a (batch row, key head, chunk), 16 channels at a time, the group's value
 //                 heads in order): channel_token per (token, channel), the decay ratios' prefixes
 //                 (four channels at a time) for the gates; dq, dk, dκ, dg, dβ.
@@ -31,16 +31,21 @@ namespace {
 
 constexpr int C = delta_rule_backward_chunk_tokens;
 constexpr int threads = 256;
+/// Launch 4's block: one block an SM for its shared memory, so its threads are the SM's only warps;
+/// 1024 of them hide its shared-memory latency (H200, DeltaNet B = 2, T = 16384, H = 16: launch 4 took
+/// 60.7 ms with 256 threads, 43.9 with 512, 40.0 with 1024; docs/kernels.md). Which thread sums an
+/// element does not change its sum's order: kernel = twin bit for bit at every block size.
+constexpr int value_sums_threads = 1024;
 /// Value columns of a block of launches 2 and 3, and of a stage of launch 4; channels of a stage of
 /// launch 5 (K and V are multiples of 16: delta_rule_check).
 constexpr int columns = 16;
 /// Channels whose decay-ratio prefixes (C × C each) launch 5 holds at once.
 constexpr int prefix_channels = 4;
 
-/// f(e) for e = threadIdx.x, threadIdx.x + threads, … below count.
-template <class F>
+/// f(e) for e = threadIdx.x, threadIdx.x + Threads, … below count (Threads: the block's).
+template <int Threads = threads, class F>
 __device__ __forceinline__ void for_each(int count, F&& f) {
-  for (int e = static_cast<int>(threadIdx.x); e < count; e += threads) f(e);
+  for (int e = static_cast<int>(threadIdx.x); e < count; e += Threads) f(e);
 }
 
 /// The inputs of one (batch row, value head), widened (the twin's delta_rule_reader).
@@ -95,22 +100,22 @@ struct fma_run {
   bool negate;
 };
 
-/// For this thread's elements e < count (e = threadIdx.x + s·threads), U at a time: acc = begin(e), then
+/// For this thread's elements e < count (e = threadIdx.x + s·Threads), U at a time: acc = begin(e), then
 /// the terms of run_of(e, 0), …, run_of(e, runs − 1) in order, then end(e, acc). The U sums run
 /// interleaved (independent chains, so that a thread does not wait out each fma and shared-memory
 /// load), each in its own order: every element is the twin's single sum exactly.
-template <int U, class Begin, class Run, class End>
+template <int U, int Threads = threads, class Begin, class Run, class End>
 __device__ __forceinline__ void interleaved_sums(int count, int runs, Begin&& begin, Run&& run_of, End&& end) {
-  for (int first = static_cast<int>(threadIdx.x); first < count; first += threads * U) {
+  for (int first = static_cast<int>(threadIdx.x); first < count; first += Threads * U) {
     float acc[U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) acc[u] = first + u * threads < count ? begin(first + u * threads) : 0.0f;
+    for (int u = 0; u < U; ++u) acc[u] = first + u * Threads < count ? begin(first + u * Threads) : 0.0f;
     for (int s = 0; s < runs; ++s) {
       fma_run r[U];
       int longest = 0;
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        r[u] = first + u * threads < count ? run_of(first + u * threads, s) : fma_run{nullptr, 0, nullptr, 0, 0, false};
+        r[u] = first + u * Threads < count ? run_of(first + u * Threads, s) : fma_run{nullptr, 0, nullptr, 0, 0, false};
         longest = max(longest, r[u].count);
       }
       for (int k = 0; k < longest; ++k)
@@ -123,7 +128,7 @@ __device__ __forceinline__ void interleaved_sums(int count, int runs, Begin&& be
     }
 #pragma unroll
     for (int u = 0; u < U; ++u)
-      if (first + u * threads < count) end(first + u * threads, acc[u]);
+      if (first + u * Threads < count) end(first + u * Threads, acc[u]);
   }
 }
 
@@ -322,7 +327,7 @@ __host__ __device__ constexpr int value_sums_stage(int K) {
 }
 
 template <class In>
-__global__ void __launch_bounds__(threads) value_sums_kernel(const launch_args a) {
+__global__ void __launch_bounds__(value_sums_threads) value_sums_kernel(const launch_args a) {
   extern __shared__ float shared[];
   const delta_rule_backward_problem& bp = a.bp;
   const delta_rule_problem& p = bp.forward;
@@ -337,23 +342,23 @@ __global__ void __launch_bounds__(threads) value_sums_kernel(const launch_args a
         *dW = da + K * C, *R = dW + C * K, *drY = R + K, *r = drY + C, *stage = r + C;
   float *S = stage, *D = S + K * TP, *Ut = D + K * TP, *dUt = Ut + C * TP, *d_o = dUt + C * TP, *v = d_o + C * TP,
         *Y = v + C * TP, *dY = Y + C * TP;
-  for_each(n * n, [&](int x) { Tm[(x / n) * CP + x % n] = ws[rec.Tm() + (x / n) * C + x % n]; });
-  for_each(n, [&](int t) {
+  for_each<value_sums_threads>(n * n, [&](int x) { Tm[(x / n) * CP + x % n] = ws[rec.Tm() + (x / n) * C + x % n]; });
+  for_each<value_sums_threads>(n, [&](int t) {
     r[t] = in.beta(c0 + t);
     drY[t] = 0.0f;
   });
-  for_each(K, [&](int i) { R[i] = 0.0f; });
-  for_each(K * n, [&](int x) { dc[(x / n) * C + x % n] = da[(x / n) * C + x % n] = 0.0f; });
-  for_each(n * n, [&](int x) { dsigma[(x / n) * C + x % n] = dTm[(x / n) * C + x % n] = 0.0f; });
-  for_each(n * K, [&](int x) { dW[x] = 0.0f; });
+  for_each<value_sums_threads>(K, [&](int i) { R[i] = 0.0f; });
+  for_each<value_sums_threads>(K * n, [&](int x) { dc[(x / n) * C + x % n] = da[(x / n) * C + x % n] = 0.0f; });
+  for_each<value_sums_threads>(n * n, [&](int x) { dsigma[(x / n) * C + x % n] = dTm[(x / n) * C + x % n] = 0.0f; });
+  for_each<value_sums_threads>(n * K, [&](int x) { dW[x] = 0.0f; });
   for (int j0 = 0; j0 < V; j0 += columns) {
     __syncthreads();  // the previous stage read
-    for_each(K * columns, [&](int x) {
+    for_each<value_sums_threads>(K * columns, [&](int x) {
       const int i = x / columns, j = x % columns;
       S[i * TP + j] = ws[rec.S() + i * V + j0 + j];
       D[i * TP + j] = ws[rec.D() + i * V + j0 + j];
     });
-    for_each(n * columns, [&](int x) {
+    for_each<value_sums_threads>(n * columns, [&](int x) {
       const int t = x / columns, j = x % columns, at = t * TP + j;
       Ut[at] = ws[rec.Ut() + t * V + j0 + j];
       dUt[at] = ws[rec.dUt() + t * V + j0 + j];
@@ -362,37 +367,37 @@ __global__ void __launch_bounds__(threads) value_sums_kernel(const launch_args a
       Y[at] = mul_rn(r[t], v[at]);
     });
     __syncthreads();
-    for_each(K, [&](int i) { R[i] = fma_sum(R[i], D + i * TP, 1, S + i * TP, 1, columns); });
+    for_each<value_sums_threads>(K, [&](int i) { R[i] = fma_sum(R[i], D + i * TP, 1, S + i * TP, 1, columns); });
     // dc_im += Σ_j dS'_ij Ũ_mj, da_it += Σ_j S_ij do_tj (this stage's columns).
-    interleaved_sums<4>(
+    interleaved_sums<4, value_sums_threads>(
         K * n, 1, [&](int x) { return dc[(x / n) * C + x % n]; },
         [&](int x, int) { return fma_run{D + (x / n) * TP, 1, Ut + (x % n) * TP, 1, columns, false}; },
         [&](int x, float acc) { dc[(x / n) * C + x % n] = acc; });
-    interleaved_sums<4>(
+    interleaved_sums<4, value_sums_threads>(
         K * n, 1, [&](int x) { return da[(x / n) * C + x % n]; },
         [&](int x, int) { return fma_run{S + (x / n) * TP, 1, d_o + (x % n) * TP, 1, columns, false}; },
         [&](int x, float acc) { da[(x / n) * C + x % n] = acc; });
     // dσ_tm += Σ_j do_tj Ũ_mj, d𝒯_tm += Σ_j dŨ_tj Y_mj (m ≤ t).
-    interleaved_sums<4>(
+    interleaved_sums<4, value_sums_threads>(
         n * n, 1, [&](int x) { return dsigma[(x / n) * C + x % n]; },
         [&](int x, int) {
           return x % n <= x / n ? fma_run{d_o + (x / n) * TP, 1, Ut + (x % n) * TP, 1, columns, false} : no_terms();
         },
         [&](int x, float acc) { dsigma[(x / n) * C + x % n] = acc; });
     if (erases) {
-      interleaved_sums<4>(
+      interleaved_sums<4, value_sums_threads>(
           n * n, 1, [&](int x) { return dTm[(x / n) * C + x % n]; },
           [&](int x, int) {
             return x % n <= x / n ? fma_run{dUt + (x / n) * TP, 1, Y + (x % n) * TP, 1, columns, false} : no_terms();
           },
           [&](int x, float acc) { dTm[(x / n) * C + x % n] = acc; });
-      interleaved_sums<4>(
+      interleaved_sums<4, value_sums_threads>(
           n * K, 1, [&](int x) { return dW[x]; },
           [&](int x, int) { return fma_run{dUt + (x / K) * TP, 1, S + (x % K) * TP, 1, columns, false}; },
           [&](int x, float acc) { dW[x] = acc; });
     }
     // dY = 𝒯ᵀ dŨ; dv = r dY.
-    interleaved_sums<4>(
+    interleaved_sums<4, value_sums_threads>(
         n * columns, 1, [](int) { return 0.0f; },
         [&](int x, int) {
           const int t = x / columns;
@@ -404,30 +409,31 @@ __global__ void __launch_bounds__(threads) value_sums_kernel(const launch_args a
           bp.dv[((b * p.tokens + c0 + t) * p.heads + h) * V + j0 + j] = mul_rn(r[t], acc);
         });
     __syncthreads();
-    for_each(n, [&](int t) { drY[t] = fma_sum(drY[t], dY + t * TP, 1, v + t * TP, 1, columns); });
+    for_each<value_sums_threads>(n, [&](int t) { drY[t] = fma_sum(drY[t], dY + t * TP, 1, v + t * TP, 1, columns); });
   }
   __syncthreads();
   float* X = stage;
-  for_each(n * K, [&](int x) {
+  for_each<value_sums_threads>(n * K, [&](int x) {
     dW[x] = -dW[x];
     X[(x / K) * KP + x % K] = ws[rec.X() + x];
   });
-  for_each(K, [&](int i) { ws[rec.R() + i] = R[i]; });
-  for_each(K * n, [&](int x) {
+  for_each<value_sums_threads>(K, [&](int i) { ws[rec.R() + i] = R[i]; });
+  for_each<value_sums_threads>(K * n, [&](int x) {
     const int i = x / n, m = x % n;
     ws[rec.dc() + i * C + m] = dc[i * C + m];
     ws[rec.da() + i * C + m] = da[i * C + m];
   });
-  for_each(n * n, [&](int x) { ws[rec.dsigma() + (x / n) * C + x % n] = dsigma[(x / n) * C + x % n]; });
+  for_each<value_sums_threads>(n * n,
+                               [&](int x) { ws[rec.dsigma() + (x / n) * C + x % n] = dsigma[(x / n) * C + x % n]; });
   __syncthreads();
   // d𝒯_tm += Σ_i dW_ti X_mi (m ≤ t); dX = 𝒯ᵀ dW.
-  interleaved_sums<4>(
+  interleaved_sums<4, value_sums_threads>(
       n * n, 1, [&](int x) { return dTm[(x / n) * C + x % n]; },
       [&](int x, int) {
         return erases && x % n <= x / n ? fma_run{dW + (x / n) * K, 1, X + (x % n) * KP, 1, K, false} : no_terms();
       },
       [&](int x, float acc) { dTm[(x / n) * C + x % n] = acc; });
-  interleaved_sums<4>(
+  interleaved_sums<4, value_sums_threads>(
       n * K, 1, [](int) { return 0.0f; },
       [&](int x, int) {
         const int t = x / K;
@@ -436,7 +442,7 @@ __global__ void __launch_bounds__(threads) value_sums_kernel(const launch_args a
       [&](int x, float acc) { ws[rec.dX() + x] = acc; });
   __syncthreads();
   // M = 𝒯ᵀ d𝒯 (b < t).
-  interleaved_sums<4>(
+  interleaved_sums<4, value_sums_threads>(
       n * n, 1, [](int) { return 0.0f; },
       [&](int x, int) {
         const int t = x / n;
@@ -448,7 +454,7 @@ __global__ void __launch_bounds__(threads) value_sums_kernel(const launch_args a
   __syncthreads();
   float* dA = dTm;  // d𝒯 is read by nothing after M
   // dA_tj = −Σ_{b ≤ j} M_tb 𝒯_jb (j < t).
-  interleaved_sums<4>(
+  interleaved_sums<4, value_sums_threads>(
       n * n, 1, [](int) { return 0.0f; },
       [&](int x, int) {
         return erases && x % n < x / n ? fma_run{M + (x / n) * C, 1, Tm + (x % n) * CP, 1, x % n + 1, false}
@@ -458,7 +464,7 @@ __global__ void __launch_bounds__(threads) value_sums_kernel(const launch_args a
         if (x % n < x / n) dA[(x / n) * C + x % n] = erases ? -acc : 0.0f;
       });
   __syncthreads();
-  for_each(n, [&](int t) {
+  for_each<value_sums_threads>(n, [&](int t) {
     ws[rec.dr() + t] = fma_sum(drY[t], dA + t * C, 1, ws + rec.dot() + t * C, 1, t);
     for (int j = 0; j < n; ++j) ws[rec.dAr() + t * C + j] = j < t ? mul_rn(dA[t * C + j], r[t]) : 0.0f;
   });
@@ -612,7 +618,7 @@ void launch(const delta_rule_backward_problem& bp, float* workspace, const bool 
   check_cuda(cudaGetLastError(), "states_kernel");
   if (which[2]) cotangents_kernel<<<per_columns, threads, cotangents, stream>>>(a);
   check_cuda(cudaGetLastError(), "cotangents_kernel");
-  if (which[3] && chunks > 0) value_sums_kernel<In><<<per_chunk, threads, value_sums, stream>>>(a);
+  if (which[3] && chunks > 0) value_sums_kernel<In><<<per_chunk, value_sums_threads, value_sums, stream>>>(a);
   check_cuda(cudaGetLastError(), "value_sums_kernel");
   if (which[4] && chunks > 0)
     channels_kernel<In><<<dim3(static_cast<unsigned>(chunks), H, B), threads, channels, stream>>>(a);
