@@ -1,13 +1,14 @@
 // The chunked delta-rule backward (delta_rule_backward.hpp; docs/kernels.md, "The chunked delta-rule
 // memory (backward, binary32)"), in five launches, the twin's (twin/delta_rule_backward_twin.hpp) in the same order:
-//   1. operands   (a block a (batch row, value head, chunk)): the gates, A / r and σ, 𝒯, X, W, U, the
-//                 carry keys and Γ ⊙ sq, into the chunk's record of the workspace;
-//   2. states     (a block a (batch row, value head, 16 value columns), the chunks in order): S and Ũ;
+//   1. operands   (a block of 1024 threads a (batch row, value head, chunk)): the gates, A / r and σ,
+//                 𝒯, X, W, U, the carry keys and Γ ⊙ sq, into the chunk's record of the workspace;
+//   2. states     (a block of 256 a (batch row, value head, 16 value columns), the chunks in order):
+//                 S and Ũ;
 //   3. cotangents (the same blocks, the chunks in reverse): dS' and dŨ; d_initial_state;
-//   4. value sums (a block of 1024 threads a (batch row, value head, chunk), 16 value columns at a
-//                 time through shared memory): R, dc, da, dσ, dW, dY (dv), d𝒯, dX, dA;
-//   5. channels   (a block a (batch row, key head, chunk), 16 channels at a time, the group's value
-//                 heads in order): channel_token per (token, channel), the decay ratios' prefixes
+//   4. value sums (a block of 1024 a (batch row, value head, chunk), 16 value columns at a time
+//                 through shared memory): R, dc, da, dσ, dW, dY (dv), d𝒯, dX, dA;
+//   5. channels   (a block of 1024 a (batch row, key head, chunk), 16 channels at a time, the group's
+//                 value heads in order): channel_token per (token, channel), the decay ratios' prefixes
 //                 (four channels at a time) for the gates; dq, dk, dκ, dg, dβ.
 // Every element is computed by one thread with the function of models/delta_rule_backward.cuh that the
 // twin calls, from the same binary32 operands (staged in shared memory here, read from its vectors
@@ -31,11 +32,12 @@ namespace {
 
 constexpr int C = delta_rule_backward_chunk_tokens;
 constexpr int threads = 256;
-/// Launch 4's block: one block an SM for its shared memory, so its threads are the SM's only warps;
-/// 1024 of them hide its shared-memory latency (H200, DeltaNet B = 2, T = 16384, H = 16: launch 4 took
-/// 60.7 ms with 256 threads, 43.9 with 512, 40.0 with 1024; docs/kernels.md). Which thread sums an
-/// element does not change its sum's order: kernel = twin bit for bit at every block size.
-constexpr int value_sums_threads = 1024;
+/// Launches 1, 4 and 5 hold one block an SM for their shared memory, so a block's threads are all the
+/// warps the SM has: 1024 of them hide shared-memory latency (H200, DeltaNet B = 2, T = 16384, H = 16,
+/// 256 → 1024 threads: operands 22.1 → 12.6 ms, value sums 60.7 → 40.0 (43.9 with 512), channels
+/// 10.2 → 6.3; docs/kernels.md). Launches 2 and 3 (small blocks, several an SM) keep 256. Which thread
+/// sums an element does not change its sum's order: kernel = twin bit for bit at every block size.
+constexpr int operands_threads = 1024, value_sums_threads = 1024, channels_threads = 1024;
 /// Value columns of a block of launches 2 and 3, and of a stage of launch 4; channels of a stage of
 /// launch 5 (K and V are multiples of 16: delta_rule_check).
 constexpr int columns = 16;
@@ -147,7 +149,7 @@ __host__ __device__ constexpr int operands_region(int K, int V) {
 
 // ---- 1. operands ---------------------------------------------------------------------------------
 template <class In>
-__global__ void __launch_bounds__(threads) operands_kernel(const launch_args a) {
+__global__ void __launch_bounds__(operands_threads) operands_kernel(const launch_args a) {
   extern __shared__ float shared[];
   const delta_rule_problem& p = a.bp.forward;
   const int c = blockIdx.x, K = a.rec.K, V = a.rec.V, n = a.tokens_of(c), L = n - 1, c0 = c * C, KP = padded(K);
@@ -158,22 +160,22 @@ __global__ void __launch_bounds__(threads) operands_kernel(const launch_args a) 
         *Tm = shared + operands_region(K, V), *dot = Tm + C * C, *r = dot + C * C;
   float* ws = a.record(b, h, c);
   const backward_record& rec = a.rec;
-  for_each(n, [&](int t) { r[t] = in.beta(c0 + t); });
-  for_each(n * K, [&](int x) {
+  for_each<operands_threads>(n, [&](int t) { r[t] = in.beta(c0 + t); });
+  for_each<operands_threads>(n * K, [&](int x) {
     const int t = x / K, i = x % K;
     e[t * KP + i] = in.k(c0 + t, i);
     w[t * KP + i] = in.w(c0 + t, i);
     sq[t * KP + i] = mul_rn(p.tau, in.q(c0 + t, i));
   });
   bool strong_here = false;
-  for_each(K, [&](int i) {  // the gates, one thread a channel, in token order
+  for_each<operands_threads>(K, [&](int i) {  // the gates, one thread a channel, in token order
     strong_here =
         channel_gates([&](int t) { return in.g(c0 + t, i); }, n, decays, G + i, gam + i, gin + i, KP) || strong_here;
   });
   const bool strong = __syncthreads_or(strong_here) != 0;
   if (threadIdx.x == 0) ws[rec.strong()] = strong ? 1.0f : 0.0f;
   // A / r and σ (keyed_pair_sum; the rows padded: threads of a warp read different rows j).
-  for_each(n * n, [&](int x) {
+  for_each<operands_threads>(n * n, [&](int x) {
     const int t = x / n, j = x % n;
     const float d = erases && j < t ? keyed_pair_sum(e + t * KP, w + j * KP, gam + t * KP, gin + j * KP, G + t * KP,
                                                      G + j * KP, strong, K)
@@ -184,7 +186,7 @@ __global__ void __launch_bounds__(threads) operands_kernel(const launch_args a) 
         j <= t ? keyed_pair_sum(sq + t * KP, w + j * KP, gam + t * KP, gin + j * KP, G + t * KP, G + j * KP, strong, K)
                : 0.0f;
   });
-  for_each(n * K, [&](int x) {
+  for_each<operands_threads>(n * K, [&](int x) {
     const int t = x / K, i = x % K, at = t * KP + i;
     ws[rec.carry() + x] = mul_rn(decay_ratio(strong, gam[L * KP + i], gin[at], G[L * KP + i], G[at]), w[at]);
     ws[rec.gsq() + x] = mul_rn(gam[at], sq[at]);
@@ -194,7 +196,7 @@ __global__ void __launch_bounds__(threads) operands_kernel(const launch_args a) 
     if (t == L) ws[rec.gamma_last() + i] = gam[at];
   });
   __syncthreads();
-  for_each(n, [&](int j) {  // 𝒯, one thread a column, rows in order
+  for_each<operands_threads>(n, [&](int j) {  // 𝒯, one thread a column, rows in order
     for (int t = 0; t < n; ++t) {
       float acc = 0.0f;
       for (int m = j; m < t; ++m) acc = fma_rn(mul_rn(r[t], dot[t * C + m]), Tm[m * C + j], acc);
@@ -202,22 +204,22 @@ __global__ void __launch_bounds__(threads) operands_kernel(const launch_args a) 
     }
   });
   // X = r Γ ⊙ e, over e (each element by its own thread; e is not read again).
-  for_each(n * K, [&](int x) {
+  for_each<operands_threads>(n * K, [&](int x) {
     const int t = x / K, at = t * KP + x % K;
     e[at] = mul_rn(mul_rn(r[t], gam[at]), e[at]);
     ws[rec.X() + x] = e[at];
   });
   __syncthreads();
-  for_each(n * n, [&](int x) { ws[rec.Tm() + (x / n) * C + x % n] = Tm[(x / n) * C + x % n]; });
-  interleaved_sums<4>(
+  for_each<operands_threads>(n * n, [&](int x) { ws[rec.Tm() + (x / n) * C + x % n] = Tm[(x / n) * C + x % n]; });
+  interleaved_sums<4, operands_threads>(
       n * K, 1, [](int) { return 0.0f; },
       [&](int x, int) { return fma_run{Tm + (x / K) * C, 1, e + x % K, KP, x / K + 1, false}; },
       [&](int x, float acc) { ws[rec.W() + x] = acc; });
   __syncthreads();  // X read: Y = r v goes over it
   float* Y = shared;
-  for_each(n * V, [&](int x) { Y[x] = mul_rn(r[x / V], in.v(c0 + x / V, x % V)); });
+  for_each<operands_threads>(n * V, [&](int x) { Y[x] = mul_rn(r[x / V], in.v(c0 + x / V, x % V)); });
   __syncthreads();
-  interleaved_sums<4>(
+  interleaved_sums<4, operands_threads>(
       n * V, 1, [](int) { return 0.0f; },
       [&](int x, int) { return fma_run{Tm + (x / V) * C, 1, Y + x % V, V, x / V + 1, false}; },
       [&](int x, float acc) { ws[rec.U() + x] = acc; });
@@ -472,7 +474,7 @@ __global__ void __launch_bounds__(value_sums_threads) value_sums_kernel(const la
 
 // ---- 5. channels ----------------------------------------------------------------------------------
 template <class In>
-__global__ void __launch_bounds__(threads) channels_kernel(const launch_args a) {
+__global__ void __launch_bounds__(channels_threads) channels_kernel(const launch_args a) {
   extern __shared__ float shared[];
   const delta_rule_backward_problem& bp = a.bp;
   const delta_rule_problem& p = bp.forward;
@@ -491,12 +493,12 @@ __global__ void __launch_bounds__(threads) channels_kernel(const launch_args a) 
     const float* ws = a.record(b, h, c);
     const bool strong = ws[rec.strong()] != 0.0f;
     __syncthreads();  // the previous head's pairs read
-    for_each(n * n, [&](int x) {
+    for_each<channels_threads>(n * n, [&](int x) {
       const int at = (x / n) * C + x % n;
       dsigma[at] = ws[rec.dsigma() + at];
       dAr[at] = ws[rec.dAr() + at];
     });
-    for_each(n, [&](int t) {
+    for_each<channels_threads>(n, [&](int t) {
       r[t] = in.beta(c0 + t);
       head_sum[t] = 0.0f;
       beta_sum[t] = ws[rec.dr() + t];
@@ -504,7 +506,7 @@ __global__ void __launch_bounds__(threads) channels_kernel(const launch_args a) 
     const pair_inputs pairs{dsigma, dAr, r, C};
     for (int i0 = 0; i0 < K; i0 += columns) {
       __syncthreads();  // the previous slice read
-      for_each(n * columns, [&](int x) {
+      for_each<channels_threads>(n * columns, [&](int x) {
         const int t = x / columns, il = x % columns, i = i0 + il;
         e[x] = in.k(c0 + t, i);
         w[x] = in.w(c0 + t, i);
@@ -516,7 +518,7 @@ __global__ void __launch_bounds__(threads) channels_kernel(const launch_args a) 
         da[il * padded(C) + t] = ws[rec.da() + i * C + t];
         dc[il * padded(C) + t] = ws[rec.dc() + i * C + t];
       });
-      for_each(columns, [&](int il) { R[il] = ws[rec.R() + i0 + il]; });
+      for_each<channels_threads>(columns, [&](int il) { R[il] = ws[rec.R() + i0 + il]; });
       __syncthreads();
       // Channel il of the slice, as channel_token and the gates' sums read it.
       const auto channel_of = [&](int il) {
@@ -532,7 +534,7 @@ __global__ void __launch_bounds__(threads) channels_kernel(const launch_args a) 
                               dc + il * padded(C),
                               R[il]};
       };
-      for_each(n * columns, [&](int x) {
+      for_each<channels_threads>(n * columns, [&](int x) {
         const int t = x / columns, il = x % columns, i = i0 + il;
         const channel_inputs ch = channel_of(il);
         const channel_token_gradient g = channel_token(ch, pairs, t, n, erases, decays, strong);
@@ -547,21 +549,22 @@ __global__ void __launch_bounds__(threads) channels_kernel(const launch_args a) 
       if (decays)  // the decay ratios' part of the gates, prefix_channels channels at a time
         for (int c0l = 0; c0l < columns; c0l += prefix_channels) {
           __syncthreads();  // the previous channels' prefixes read
-          for_each(prefix_channels * n, [&](int x) {
+          for_each<channels_threads>(prefix_channels * n, [&](int x) {
             const int ch = x / n, t = x % n;
             const channel_inputs in_ch = channel_of(c0l + ch);
             decay_prefix(channel_pairs{in_ch, pairs, n, erases, strong}, t, prefix + (ch * C + t) * padded(C), 1);
           });
           __syncthreads();
-          for_each(prefix_channels * n, [&](int x) {
+          for_each<channels_threads>(prefix_channels * n, [&](int x) {
             const int ch = x / n, s = x % n;
             F[s * columns + c0l + ch] = decay_gate_share(prefix + ch * C * padded(C), padded(C), 1, s, n);
           });
         }
       __syncthreads();
-      if (decays) for_each(columns, [&](int il) { gate_cotangents(direct + il, F + il, dG + il, columns, n); });
+      if (decays)
+        for_each<channels_threads>(columns, [&](int il) { gate_cotangents(direct + il, F + il, dG + il, columns, n); });
       __syncthreads();
-      for_each(n, [&](int t) {
+      for_each<channels_threads>(n, [&](int t) {
         const long long row = (b * p.tokens + c0 + t) * p.heads + h;
         for (int il = 0; il < columns; ++il) {
           if (decays && p.gate == delta_rule_gate::per_channel) bp.dg[row * K + i0 + il] = dG[t * columns + il];
@@ -570,14 +573,14 @@ __global__ void __launch_bounds__(threads) channels_kernel(const launch_args a) 
         }
       });
     }
-    for_each(n, [&](int t) {
+    for_each<channels_threads>(n, [&](int t) {
       const long long row = (b * p.tokens + c0 + t) * p.heads + h;
       if (p.gate == delta_rule_gate::per_head) bp.dg[row] = head_sum[t];
       if (p.rule == delta_rule_kind::beta_form) bp.dbeta[row] = beta_sum[t];
     });
   }
   __syncthreads();
-  for_each(n * K, [&](int x) {
+  for_each<channels_threads>(n * K, [&](int x) {
     const int t = x / K, i = x % K;
     const long long at = ((b * p.tokens + c0 + t) * H + key_head) * K + i;
     bp.dk[at] = dk[x];
@@ -612,7 +615,7 @@ void launch(const delta_rule_backward_problem& bp, float* workspace, const bool 
   allow_shared(value_sums_kernel<In>, value_sums, "cudaFuncSetAttribute(value_sums_kernel)");
   allow_shared(channels_kernel<In>, channels, "cudaFuncSetAttribute(channels_kernel)");
   const dim3 per_chunk(static_cast<unsigned>(chunks), HV, B), per_columns(static_cast<unsigned>(V / columns), HV, B);
-  if (which[0] && chunks > 0) operands_kernel<In><<<per_chunk, threads, operands, stream>>>(a);
+  if (which[0] && chunks > 0) operands_kernel<In><<<per_chunk, operands_threads, operands, stream>>>(a);
   check_cuda(cudaGetLastError(), "operands_kernel");
   if (which[1]) states_kernel<In><<<per_columns, threads, states, stream>>>(a);
   check_cuda(cudaGetLastError(), "states_kernel");
@@ -621,7 +624,7 @@ void launch(const delta_rule_backward_problem& bp, float* workspace, const bool 
   if (which[3] && chunks > 0) value_sums_kernel<In><<<per_chunk, value_sums_threads, value_sums, stream>>>(a);
   check_cuda(cudaGetLastError(), "value_sums_kernel");
   if (which[4] && chunks > 0)
-    channels_kernel<In><<<dim3(static_cast<unsigned>(chunks), H, B), threads, channels, stream>>>(a);
+    channels_kernel<In><<<dim3(static_cast<unsigned>(chunks), H, B), channels_threads, channels, stream>>>(a);
   check_cuda(cudaGetLastError(), "channels_kernel");
 }
 
