@@ -39,10 +39,18 @@ __global__ void __launch_bounds__(Traits::threads_per_block)
   const long long base = static_cast<long long>(blockIdx.x) * T;
   mobius_f32 carry{};
   bool has_carry = false;
+  // Tile k + 1's loads are issued before tile k's scan and land in registers while it runs (a block
+  // otherwise waits a memory latency a tile); the order of the composes is unchanged.
+  tile_registers<Traits> next;
+  tile_load_registers<Traits>(leaves + base, min(Traits::tile_items, T), next);
   for (int begin = 0; begin < T; begin += Traits::tile_items) {
     const int count = min(Traits::tile_items, T - begin);
-    const mobius_f32 total =
-        tile_block_scan<Traits>(leaves + base + begin, out + base + begin, count, has_carry, carry, storage);
+    tile_stage_registers<Traits>(next, count, storage);
+    __syncthreads();
+    const int next_begin = begin + Traits::tile_items;
+    if (next_begin < T)
+      tile_load_registers<Traits>(leaves + base + next_begin, min(Traits::tile_items, T - next_begin), next);
+    const mobius_f32 total = tile_block_scan_staged<Traits>(out + base + begin, count, has_carry, carry, storage);
     carry = compose_present(total, true, carry, has_carry);
     has_carry = true;
   }
@@ -80,6 +88,13 @@ __global__ void tiled_emit_kernel(mobius_f32* __restrict__ out, const mobius_f32
   const int tile = static_cast<int>(i / Traits::tile_items);
   const long long at = static_cast<long long>(lane) * T + i;
   out[at] = mobius_compose(out[at], totals[static_cast<long long>(lane) * tiles + tile - 1]);
+}
+
+/// out[i] = later[i] ∘ earlier[i]: the compose alone, for the test that it equals the host's.
+__global__ void compose_pairs_kernel(const mobius_f32* __restrict__ later, const mobius_f32* __restrict__ earlier,
+                                     mobius_f32* __restrict__ out, int count) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < count) out[i] = mobius_compose(later[i], earlier[i]);
 }
 
 int tiles_of(int T, int tile_items) { return (T + tile_items - 1) / tile_items; }
@@ -179,6 +194,41 @@ std::vector<mobius_f32> mobius_scan_host(const std::vector<mobius_f32>& leaves, 
   cudaFree(d_in);
   cudaFree(d_out);
   cudaFree(d_scratch);
+  return out;
+}
+
+std::vector<mobius_f32> mobius_compose_host(const std::vector<mobius_f32>& later,
+                                            const std::vector<mobius_f32>& earlier) {
+  if (later.size() != earlier.size() || later.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+    throw std::invalid_argument("mobius_compose_host: later has " + std::to_string(later.size()) +
+                                " maps and earlier " + std::to_string(earlier.size()) +
+                                "; want equal counts below 2^31");
+  std::vector<mobius_f32> out(later.size());
+  if (later.empty()) return out;
+  const int count = static_cast<int>(later.size());
+  const std::size_t bytes = later.size() * sizeof(mobius_f32);
+  mobius_f32 *d_later = nullptr, *d_earlier = nullptr, *d_out = nullptr;
+  auto release = [&] {
+    cudaFree(d_later);
+    cudaFree(d_earlier);
+    cudaFree(d_out);
+  };
+  try {
+    check_cuda(cudaMalloc(&d_later, bytes), "cudaMalloc");
+    check_cuda(cudaMalloc(&d_earlier, bytes), "cudaMalloc");
+    check_cuda(cudaMalloc(&d_out, bytes), "cudaMalloc");
+    check_cuda(cudaMemcpy(d_later, later.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+    check_cuda(cudaMemcpy(d_earlier, earlier.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+    check_cuda(cudaMemset(d_out, 0xff, bytes), "cudaMemset");
+    compose_pairs_kernel<<<(count + 255) / 256, 256>>>(d_later, d_earlier, d_out, count);
+    check_cuda(cudaGetLastError(), "compose_pairs_kernel");
+    check_cuda(cudaDeviceSynchronize(), "compose_pairs_kernel");
+    check_cuda(cudaMemcpy(out.data(), d_out, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  } catch (...) {
+    release();
+    throw;
+  }
+  release();
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,42 @@ TEST_SUITE("gpu") {
       }
     }
     std::printf("gpu: %d (path, shape, size) cases bit-identical to the twin and across runs\n", checked);
+  }
+
+  TEST_CASE("gpu: the device compose (product, power-of-two rescale) equals the host's bit for bit in every binade") {
+    // The device rescale multiplies by 2^e directly where the host calls std::ldexp
+    // (float_ops.cuh); random scan leaves never reach the edge exponents, so this walks the largest
+    // entry of the product through every binade of binary32, subnormals included (e from -127 to
+    // 149), with the other entries up to 40 binades below it (underflowing to subnormals or zero
+    // when rescaled), random signs and exact zeros; once with the identity as the earlier map (the
+    // product is the later map exactly), once with a random earlier map.
+    if (skip_without_device()) return;
+    std::mt19937 rng(2026);
+    std::uniform_real_distribution<float> mantissa(1.0f, 2.0f), earlier_entry(0.5f, 2.0f);
+    std::uniform_int_distribution<int> below(0, 40), coin(0, 9);
+    std::vector<mobius_f32> later, earlier;
+    for (int binade_of_largest = -149; binade_of_largest <= 127; ++binade_of_largest) {
+      for (int k = 0; k < 64; ++k) {
+        auto entry = [&](bool largest) {
+          if (!largest && coin(rng) == 0) return 0.0f;
+          const float magnitude = std::ldexp(mantissa(rng), binade_of_largest - (largest ? 0 : below(rng)));
+          return coin(rng) < 5 ? magnitude : -magnitude;
+        };
+        mobius_f32 m{entry(false), entry(false), entry(false), entry(false)};
+        float* entries[] = {&m.a, &m.b, &m.c, &m.d};
+        *entries[k % 4] = entry(true);
+        later.push_back(m);
+        earlier.push_back(
+            k % 2 == 0 ? mobius_f32{1.0f, 0.0f, 0.0f, 1.0f}
+                       : mobius_f32{earlier_entry(rng), earlier_entry(rng), earlier_entry(rng), earlier_entry(rng)});
+      }
+    }
+    const auto device = mobius_compose_host(later, earlier);
+    std::vector<mobius_f32> host(later.size());
+    for (std::size_t i = 0; i < later.size(); ++i) host[i] = mobius_compose(later[i], earlier[i]);
+    const std::string difference = first_difference(device, host);
+    CHECK_MESSAGE(difference.empty(), "device compose differs from the host's at " << difference);
+    std::printf("gpu: %zu composes across every binade bit-identical to the host's\n", later.size());
   }
 
   TEST_CASE("gpu: a shape that is not compiled in is refused by name") {

@@ -27,4 +27,10 @@ void mobius_scan_device(const mobius_f32* leaves, mobius_f32* out, void* scratch
 std::vector<mobius_f32> mobius_scan_host(const std::vector<mobius_f32>& leaves, int lanes, int T, mobius_scan_path path,
                                          mobius_scan_shape shape);
 
+/// Host vectors in and out, for tests: out[i] = mobius_compose(later[i], earlier[i]) computed on
+/// the device (product and power-of-two rescale; the rescale's device path is not the host's
+/// std::ldexp, and must give the same bits: gpu/tests/mobius_scan_gpu_test.cpp).
+std::vector<mobius_f32> mobius_compose_host(const std::vector<mobius_f32>& later,
+                                            const std::vector<mobius_f32>& earlier);
+
 }  // namespace kalman_oracle::gpu

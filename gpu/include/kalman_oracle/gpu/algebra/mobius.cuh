@@ -42,12 +42,27 @@ KALMAN_ORACLE_HD mobius_f32 mobius_product(const mobius_f32& l, const mobius_f32
 /// matrix, and any matrix with a non-finite entry, is returned unchanged.
 KALMAN_ORACLE_HD mobius_f32 mobius_rescale_power_of_two(const mobius_f32& m) {
   const float largest = max_rn(max_rn(abs_rn(m.a), abs_rn(m.b)), max_rn(abs_rn(m.c), abs_rn(m.d)));
+#if defined(__CUDA_ARCH__)
+  // The rescale is most of a compose's instructions, and the scans are issue-bound (docs/kernels.md,
+  // "The batched Möbius scan"): ilogbf and four ldexpf calls (a clamp and four multiplications an
+  // entry) cost about 45 of a compose's 60. For a normal `largest` with exponent field E, 2^e =
+  // 2^(127 − E) is a binary32 number (field 254 − E; for E = 254 the subnormal 2^-127), so one
+  // multiplication an entry gives RN(x · 2^e): ldexp's correctly rounded value, the host's (the
+  // twins') std::ldexp, bit for bit (gpu/tests/mobius_scan_gpu_test.cpp walks every binade). Zero,
+  // subnormal and non-finite `largest` (field 0 or 255, or a NaN that fmax let through) take the
+  // general path below, one unsigned comparison away.
+  const unsigned field = __float_as_uint(largest) >> 23;  // largest >= 0 or NaN: field in [0, 511]
+  if (field - 1u < 254u) {
+    const float factor = __uint_as_float(field == 254u ? 0x00400000u : (254u - field) << 23);
+    return {__fmul_rn(m.a, factor), __fmul_rn(m.b, factor), __fmul_rn(m.c, factor), __fmul_rn(m.d, factor)};
+  }
   if (!(largest > 0.0f) || !(largest <= 3.4028234663852886e38f)) return m;
   const int e = -binade(largest);
-#if defined(__CUDA_ARCH__)
   return {scale_by_power_of_two(m.a, e), scale_by_power_of_two(m.b, e), scale_by_power_of_two(m.c, e),
           scale_by_power_of_two(m.d, e)};
 #else
+  if (!(largest > 0.0f) || !(largest <= 3.4028234663852886e38f)) return m;
+  const int e = -binade(largest);
   // The planted bug (twin meta-test, gpu/CMakeLists.txt) leaves entry d unscaled: a different map.
   return {scale_by_power_of_two(m.a, e), scale_by_power_of_two(m.b, e), scale_by_power_of_two(m.c, e),
           KALMAN_ORACLE_MUTANT(gpu_mobius_rescale_skips_entry, scale_by_power_of_two(m.d, e), m.d)};

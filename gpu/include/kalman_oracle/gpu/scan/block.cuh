@@ -2,7 +2,8 @@
 // exactly the order of reference/include/kalman_oracle/scan/tiled.hpp (steps 1–3 and the running
 // carry), so that the CPU twin (twin/mobius_scan_twin.hpp) computes the same bits. Device code.
 //
-//   load   the tile into shared memory, coalesced (thread t loads items t, t + threads, …);
+//   load   the tile into shared memory, coalesced (thread t loads items t, t + threads, …; directly,
+//          or through registers while the previous tile is scanned: tile_load_registers);
 //   thread thread t folds items [t·I, t·I + I) in order (p_j = x_j ∘ p_{j-1});
 //   warp   Kogge–Stone of the thread totals by shuffles (scan/warp.cuh);
 //   block  warp 0 scans the warp totals (each warp's last lane with items) the same way;
@@ -30,15 +31,43 @@ __device__ __forceinline__ mobius_f32 compose_present(const mobius_f32& a, bool 
   return mobius_compose(a, b);
 }
 
+/// Thread t's share of a tile's coalesced load (items t, t + threads, …), held in registers so that
+/// a kernel can load the next tile while it scans this one (tiled_running_kernel; docs/kernels.md).
 template <class Traits>
-__device__ mobius_f32 tile_block_scan(const mobius_f32* __restrict__ in, mobius_f32* __restrict__ out, int count,
-                                      bool has_carry, const mobius_f32& carry, tile_storage<Traits>& s) {
+struct tile_registers {
+  mobius_f32 item[Traits::items_per_thread];
+};
+
+template <class Traits>
+__device__ __forceinline__ void tile_load_registers(const mobius_f32* __restrict__ in, int count,
+                                                    tile_registers<Traits>& r) {
+  const int t = static_cast<int>(threadIdx.x);
+#pragma unroll
+  for (int j = 0; j < Traits::items_per_thread; ++j) {
+    const int i = t + j * Traits::threads_per_block;
+    if (i < count) r.item[j] = in[i];
+  }
+}
+
+/// The registers into the tile's shared storage; the caller synchronises before the scan reads it.
+template <class Traits>
+__device__ __forceinline__ void tile_stage_registers(const tile_registers<Traits>& r, int count,
+                                                     tile_storage<Traits>& s) {
+  const int t = static_cast<int>(threadIdx.x);
+#pragma unroll
+  for (int j = 0; j < Traits::items_per_thread; ++j) {
+    const int i = t + j * Traits::threads_per_block;
+    if (i < count) s.items[i] = r.item[j];
+  }
+}
+
+/// Steps thread … store of a tile already in `s.items` (staged and synchronised by the caller).
+template <class Traits>
+__device__ mobius_f32 tile_block_scan_staged(mobius_f32* __restrict__ out, int count, bool has_carry,
+                                             const mobius_f32& carry, tile_storage<Traits>& s) {
   constexpr int I = Traits::items_per_thread, W = Traits::warp_size, B = Traits::warps_per_block;
   constexpr int threads = Traits::threads_per_block;
   const int t = static_cast<int>(threadIdx.x), lane = t % W, warp = t / W;
-
-  for (int i = t; i < count; i += threads) s.items[i] = in[i];
-  __syncthreads();
 
   // Thread: the sequential fold of this thread's items.
   const int begin = t * I;
@@ -89,6 +118,15 @@ __device__ mobius_f32 tile_block_scan(const mobius_f32* __restrict__ in, mobius_
   for (int i = t; i < count; i += threads) out[i] = s.items[i];
   __syncthreads();  // the next tile reuses the storage
   return tile_total;
+}
+
+/// Load, then every step above.
+template <class Traits>
+__device__ mobius_f32 tile_block_scan(const mobius_f32* __restrict__ in, mobius_f32* __restrict__ out, int count,
+                                      bool has_carry, const mobius_f32& carry, tile_storage<Traits>& s) {
+  for (int i = static_cast<int>(threadIdx.x); i < count; i += Traits::threads_per_block) s.items[i] = in[i];
+  __syncthreads();
+  return tile_block_scan_staged<Traits>(out, count, has_carry, carry, s);
 }
 
 }  // namespace kalman_oracle::gpu
