@@ -1,12 +1,14 @@
 // The chunked delta-rule memory as a PyTorch operation (docs/kernels.md, "PyTorch"): the fixed-gain
-// family (GLA, DeltaNet, GDN, KDA) in fla's layouts, on CUDA tensors, on the current stream, forward
-// (tensor cores) and backward (binary32, delta_rule_backward.hpp). Built by kalman_oracle_torch.py with
+// family (GLA, DeltaNet, GDN, KDA) and the KDNs' two-key memory in fla's layouts, on CUDA tensors, on
+// the current stream, forward (tensor cores) and backward (binary32, delta_rule_backward.hpp). Built by kalman_oracle_torch.py with
 // torch.utils.cpp_extension from this file and gpu/src; registered there as the custom op
 // kalman_oracle::delta_rule with autograd.
 //
 // Inputs (one dtype among float32, bfloat16, float16): q, k [B, T, H, K]; v [B, T, HV, V] (HV a
 // multiple of H: grouped value heads); g [B, T, HV] (GDN) or [B, T, HV, K] (GLA, KDA), log gates;
-// β [B, T, HV] (the delta rules); initial_state [B, HV, K, V] or None (zero). Every input may be a
+// β [B, T, HV] (the delta rules); κ [B, T, HV, K] (model two_key: S_t = (I − κ_t k_tᵀ) D_t S_{t−1} +
+// κ_t v_tᵀ, the KDNs' memory, docs/math.md §7, with per-channel log gates g [B, T, HV, K]);
+// initial_state [B, HV, K, V] or None (zero). Every input may be a
 // numpy broadcast of its shape (read by strides). Outputs float32: o [B, T, HV, V] and the final
 // state [B, HV, K, V]. The kernels compute in the bf16-tc tier (bfloat16 matrix-product operands,
 // binary32 accumulation): check them with `conform --arithmetic bf16-tc`.
@@ -28,31 +30,39 @@ namespace {
 
 constexpr const char* op = "delta_rule";
 
-/// The kernels' problem for `model` (gla, delta_net, gated_delta_net, kda), its inputs checked (before
-/// any CUDA call: a tensor on the wrong device is refused by name); outputs and stream unset.
+/// The kernels' problem for `model` (gla, delta_net, gated_delta_net, kda, two_key), its inputs checked
+/// (before any CUDA call: a tensor on the wrong device is refused by name); outputs and stream unset.
 gpu::delta_rule_problem problem_of(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                    const std::optional<at::Tensor>& g, const std::optional<at::Tensor>& beta,
+                                   const std::optional<at::Tensor>& kappa,
                                    const std::optional<at::Tensor>& initial_state, double scale,
                                    const std::string& model) {
-  TORCH_CHECK(model == "gla" || model == "delta_net" || model == "gated_delta_net" || model == "kda", op,
-              ": model must be gla, delta_net, gated_delta_net or kda, got ", model);
-  TORCH_CHECK(k.dim() == 4, op, ": k must be [B, T, H, K], got ", k.sizes());
-  TORCH_CHECK(q.sizes() == k.sizes(), op, ": q must have k's shape ", k.sizes(), ", got ", q.sizes());
+  TORCH_CHECK(
+      model == "gla" || model == "delta_net" || model == "gated_delta_net" || model == "kda" || model == "two_key", op,
+      ": model must be gla, delta_net, gated_delta_net, kda or two_key, got ", model);
+  TORCH_CHECK(k.dim() == 4, op, ": k must be [B, T, H, K], got ", gpu::torch_ops::shape_string(k.sizes()));
+  TORCH_CHECK(q.sizes() == k.sizes(), op, ": q must have k's shape ", gpu::torch_ops::shape_string(k.sizes()), ", got ",
+              gpu::torch_ops::shape_string(q.sizes()));
   TORCH_CHECK(v.dim() == 4 && v.size(0) == k.size(0) && v.size(1) == k.size(1), op,
-              ": v must be [B, T, HV, V] with B, T of k, got ", v.sizes());
+              ": v must be [B, T, HV, V] with B, T of k, got ", gpu::torch_ops::shape_string(v.sizes()));
   const int64_t B = k.size(0), T = k.size(1), H = k.size(2), K = k.size(3), HV = v.size(2), V = v.size(3);
   TORCH_CHECK(H >= 1 && HV % H == 0, op, ": v's heads (", HV, ") must be a multiple of k's (", H, ")");
-  const bool gated = model != "delta_net", per_head = model == "gated_delta_net", erases = model != "gla";
+  const bool gated = model != "delta_net", per_head = model == "gated_delta_net", two_key = model == "two_key",
+             with_beta = model != "gla" && !two_key;
   TORCH_CHECK(g.has_value() == gated, op, ": ", model, gated ? " needs" : " takes no", " log gates g");
-  TORCH_CHECK(beta.has_value() == erases, op, ": ", model, erases ? " needs" : " takes no", " beta");
+  TORCH_CHECK(beta.has_value() == with_beta, op, ": ", model, with_beta ? " needs" : " takes no", " beta");
+  TORCH_CHECK(kappa.has_value() == two_key, op, ": ", model, two_key ? " needs" : " takes no", " kappa");
   using gpu::torch_ops::input;
-  gpu::torch_ops::require_same_device_and_dtype({input("k", k), input("q", q), input("v", v), input("g", g),
-                                                 input("beta", beta), input("initial_state", initial_state)},
-                                                op);
+  gpu::torch_ops::require_same_device_and_dtype(
+      {input("k", k), input("q", q), input("v", v), input("g", g), input("beta", beta), input("kappa", kappa),
+       input("initial_state", initial_state)},
+      op);
   TORCH_CHECK(scale > 0, op, ": scale must be > 0, got ", scale);
 
   gpu::delta_rule_problem p;
-  p.rule = erases ? gpu::delta_rule_kind::beta_form : gpu::delta_rule_kind::gla;
+  p.rule = two_key     ? gpu::delta_rule_kind::two_key
+           : with_beta ? gpu::delta_rule_kind::beta_form
+                       : gpu::delta_rule_kind::gla;
   p.gate = !gated     ? gpu::delta_rule_gate::none
            : per_head ? gpu::delta_rule_gate::per_head
                       : gpu::delta_rule_gate::per_channel;
@@ -70,16 +80,18 @@ gpu::delta_rule_problem problem_of(const at::Tensor& q, const at::Tensor& k, con
   if (g)
     p.g = per_head ? gpu::torch_ops::view(*g, {B, T, HV}, op, "g") : gpu::torch_ops::view(*g, {B, T, HV, K}, op, "g");
   if (beta) p.beta = gpu::torch_ops::view(*beta, {B, T, HV}, op, "beta");
+  if (kappa) p.kappa = gpu::torch_ops::view(*kappa, {B, T, HV, K}, op, "kappa");
   if (initial_state) p.initial_state = gpu::torch_ops::view(*initial_state, {B, HV, K, V}, op, "initial_state");
   return p;
 }
 
-/// o, final_state (float32) of `model` (gla, delta_net, gated_delta_net, kda) with query scale `scale`.
+/// o, final_state (float32) of `model` (gla, delta_net, gated_delta_net, kda, two_key) with query scale
+/// `scale`.
 std::vector<at::Tensor> forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                 const std::optional<at::Tensor>& g, const std::optional<at::Tensor>& beta,
-                                const std::optional<at::Tensor>& initial_state, double scale,
-                                const std::string& model) {
-  gpu::delta_rule_problem p = problem_of(q, k, v, g, beta, initial_state, scale, model);
+                                const std::optional<at::Tensor>& kappa, const std::optional<at::Tensor>& initial_state,
+                                double scale, const std::string& model) {
+  gpu::delta_rule_problem p = problem_of(q, k, v, g, beta, kappa, initial_state, scale, model);
   const c10::cuda::CUDAGuard guard(k.device());
   p.stream = at::cuda::getCurrentCUDAStream().stream();
   const int64_t B = p.batch, T = p.tokens, HV = p.heads, K = p.key_dim, V = p.value_dim;
@@ -103,19 +115,22 @@ std::vector<at::Tensor> forward(const at::Tensor& q, const at::Tensor& k, const 
 const float* cotangent(const std::optional<at::Tensor>& d, at::IntArrayRef shape, const char* name,
                        std::vector<at::Tensor>& keep) {
   if (!d) return nullptr;
-  TORCH_CHECK(d->sizes() == shape, op, ": the cotangent of ", name, " must be ", shape, ", got ", d->sizes());
+  TORCH_CHECK(d->sizes() == shape, op, ": the cotangent of ", name, " must be ", gpu::torch_ops::shape_string(shape),
+              ", got ", gpu::torch_ops::shape_string(d->sizes()));
   keep.push_back(d->to(at::kFloat).contiguous());
   return keep.back().data_ptr<float>();
 }
 
-/// dq, dk, dv, dg, dbeta, dinitial_state (float32, full shapes; an input's own absent: an undefined
-/// tensor) from the cotangents of o and the final state (either None: zero), binary32 on the CUDA cores.
+/// dq, dk, dv, dg, dbeta, dkappa, dinitial_state (float32, full shapes; an input's own absent: an
+/// undefined tensor) from the cotangents of o and the final state (either None: zero), binary32 on the
+/// CUDA cores.
 std::vector<at::Tensor> backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                  const std::optional<at::Tensor>& g, const std::optional<at::Tensor>& beta,
-                                 const std::optional<at::Tensor>& initial_state, double scale, const std::string& model,
-                                 const std::optional<at::Tensor>& d_o, const std::optional<at::Tensor>& d_final_state) {
+                                 const std::optional<at::Tensor>& kappa, const std::optional<at::Tensor>& initial_state,
+                                 double scale, const std::string& model, const std::optional<at::Tensor>& d_o,
+                                 const std::optional<at::Tensor>& d_final_state) {
   gpu::delta_rule_backward_problem bp;
-  bp.forward = problem_of(q, k, v, g, beta, initial_state, scale, model);
+  bp.forward = problem_of(q, k, v, g, beta, kappa, initial_state, scale, model);
   const c10::cuda::CUDAGuard guard(k.device());
   bp.forward.stream = at::cuda::getCurrentCUDAStream().stream();
   const gpu::delta_rule_problem& p = bp.forward;
@@ -125,7 +140,7 @@ std::vector<at::Tensor> backward(const at::Tensor& q, const at::Tensor& k, const
   bp.d_final_state = cotangent(d_final_state, {B, HV, K, V}, "final_state", keep);
   const auto f32 = k.options().dtype(at::kFloat);
   at::Tensor dq = at::empty({B, T, H, K}, f32), dk = at::empty({B, T, H, K}, f32), dv = at::empty({B, T, HV, V}, f32),
-             dg, dbeta, dinitial;
+             dg, dbeta, dkappa, dinitial;
   bp.dq = dq.data_ptr<float>(), bp.dk = dk.data_ptr<float>(), bp.dv = dv.data_ptr<float>();
   if (g) {
     dg = p.gate == gpu::delta_rule_gate::per_head ? at::empty({B, T, HV}, f32) : at::empty({B, T, HV, K}, f32);
@@ -134,6 +149,10 @@ std::vector<at::Tensor> backward(const at::Tensor& q, const at::Tensor& k, const
   if (beta) {
     dbeta = at::empty({B, T, HV}, f32);
     bp.dbeta = dbeta.data_ptr<float>();
+  }
+  if (kappa) {
+    dkappa = at::empty({B, T, HV, K}, f32);
+    bp.dkappa = dkappa.data_ptr<float>();
   }
   if (initial_state) {
     dinitial = at::empty({B, HV, K, V}, f32);
@@ -147,7 +166,7 @@ std::vector<at::Tensor> backward(const at::Tensor& q, const at::Tensor& k, const
   } catch (const std::invalid_argument& e) {  // the kernels' size rules
     TORCH_CHECK(false, e.what());
   }
-  return {dq, dk, dv, dg, dbeta, dinitial};
+  return {dq, dk, dv, dg, dbeta, dkappa, dinitial};
 }
 
 }  // namespace
@@ -155,5 +174,6 @@ std::vector<at::Tensor> backward(const at::Tensor& q, const at::Tensor& k, const
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("forward", &forward, "The chunked delta-rule memory's forward: o, final_state (float32)");
   m.def("backward", &backward,
-        "The chunked delta-rule memory's backward (binary32): dq, dk, dv, dg, dbeta, dinitial_state (float32)");
+        "The chunked delta-rule memory's backward (binary32): dq, dk, dv, dg, dbeta, dkappa, dinitial_state "
+        "(float32)");
 }

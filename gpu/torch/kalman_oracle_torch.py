@@ -26,8 +26,14 @@ the KDN gain path (docs/math.md §4, §5): q, k [B, T, H, K]; g log gates [B, T,
 [B, T, HV, K] (diagonal) or [B, T, HV] (isotropic); r [B, T, HV]; mu [HV] (default K); the prior
 covariance [B, HV, K] or [B, HV] (default 1), any of g, omega, r, mu and the prior broadcast; outputs
 float32 (the gain κ [B, T, HV, K] or β [B, T, HV]); differentiable in every tensor input
-(`torch.ops.kalman_oracle.kdn_gain`). A whole KDN is this and the delta-rule op (the two-key memory is
-not exposed as an op yet: kalman-oracle-gpu run --gradients chains them on the fixtures).
+(`torch.ops.kalman_oracle.kdn_gain`).
+
+    from kalman_oracle_torch import kdn
+    o, final_state, readout_variance, final_covariance = kdn("diagonal", q, k, v, g, omega, r, mu=None,
+                                                             initial_covariance=None, initial_state=None)
+
+a whole KDN: the gain op, then the memory by the delta-rule op's two-key rule (model "two_key", the gain
+κ [B, T, HV, K] given), differentiable in every tensor input.
 
 Each extension is compiled on first use from its op's .cpp and gpu/src with torch.utils.cpp_extension
 (nvcc and ninja needed; $KALMAN_ORACLE_TORCH_BUILD, when set, is the parent of one build directory
@@ -187,14 +193,14 @@ def kdn_gain(form, k, q, g, omega, r, mu=None, initial_covariance=None, scale=No
 
 
 @torch.library.custom_op("kalman_oracle::delta_rule", mutates_args=())
-def _delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Optional[Tensor], beta: Optional[Tensor],
+def _delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Optional[Tensor], beta: Optional[Tensor], kappa: Optional[Tensor],
                 initial_state: Optional[Tensor], scale: float, model: str) -> Tuple[Tensor, Tensor]:
-    o, final_state = delta_rule_extension().forward(q, k, v, g, beta, initial_state, scale, model)
+    o, final_state = delta_rule_extension().forward(q, k, v, g, beta, kappa, initial_state, scale, model)
     return o, final_state
 
 
 @_delta_rule.register_fake
-def _(q, k, v, g, beta, initial_state, scale, model):
+def _(q, k, v, g, beta, kappa, initial_state, scale, model):
     B, T, _, K = k.shape
     HV, V = v.shape[2], v.shape[3]
     f32 = dict(dtype=torch.float32, device=k.device)
@@ -202,31 +208,57 @@ def _(q, k, v, g, beta, initial_state, scale, model):
 
 
 def _delta_rule_setup_context(ctx, inputs, output):
-    q, k, v, g, beta, initial_state, scale, model = inputs
+    q, k, v, g, beta, kappa, initial_state, scale, model = inputs
     ctx.scale, ctx.model = scale, model
-    ctx.save_for_backward(q, k, v, g, beta, initial_state)
+    ctx.save_for_backward(q, k, v, g, beta, kappa, initial_state)
 
 
 def _delta_rule_backward(ctx, d_o, d_final_state):
-    q, k, v, g, beta, initial_state = ctx.saved_tensors
-    dq, dk, dv, dg, dbeta, dinitial = delta_rule_extension().backward(q, k, v, g, beta, initial_state, ctx.scale,
-                                                                      ctx.model, d_o, d_final_state)
+    q, k, v, g, beta, kappa, initial_state = ctx.saved_tensors
+    dq, dk, dv, dg, dbeta, dkappa, dinitial = delta_rule_extension().backward(
+        q, k, v, g, beta, kappa, initial_state, ctx.scale, ctx.model, d_o, d_final_state)
     to_input = _sum_to_input
     return (to_input(dq, q), to_input(dk, k), to_input(dv, v), to_input(dg, g), to_input(dbeta, beta),
-            to_input(dinitial, initial_state), None, None)
+            to_input(dkappa, kappa), to_input(dinitial, initial_state), None, None)
 
 
 _delta_rule.register_autograd(_delta_rule_backward, setup_context=_delta_rule_setup_context)
 
 
-def delta_rule(model, q, k, v, g=None, beta=None, scale=None, initial_state=None, output_final_state=False):
+def delta_rule(model, q, k, v, g=None, beta=None, scale=None, initial_state=None, output_final_state=False,
+               kappa=None):
     """o and the final state (None unless output_final_state) of a fixed-gain model (gla, delta_net,
-    gated_delta_net, kda) by the chunked delta-rule kernels; differentiable in every tensor input (the
-    backward in binary32: docs/kernels.md)."""
+    gated_delta_net, kda) or of the two-key memory (two_key: the gain kappa [B, T, HV, K] given, g per
+    channel) by the chunked delta-rule kernels; differentiable in every tensor input (the backward in
+    binary32: docs/kernels.md)."""
     if scale is None:
         scale = k.shape[-1] ** -0.5
-    o, final_state = torch.ops.kalman_oracle.delta_rule(q, k, v, g, beta, initial_state, float(scale), model)
+    o, final_state = torch.ops.kalman_oracle.delta_rule(q, k, v, g, beta, kappa, initial_state, float(scale), model)
     return o, (final_state if output_final_state else None)
+
+
+def kdn(form, q, k, v, g, omega, r, mu=None, initial_covariance=None, initial_state=None, scale=None):
+    """o, final_state, readout_variance, final_covariance of a whole KDN (form "diagonal" or "isotropic";
+    docs/math.md §4, §5, §7): the gain op, then the memory S_t = (I − κ_t k_tᵀ) D_t S_{t−1} + κ_t v_tᵀ by
+    the two-key op, κ_t the diagonal gain or κ_t = fl(β_t k_t) (as the reference's parallel form and
+    `kalman-oracle-gpu run` compute them), differentiable in every tensor input. Inputs as kdn_gain's,
+    and v [B, T, HV, V], initial_state [B, HV, K, V] or None (zero). The memory reads one dtype and κ is
+    float32, so q, k, v, g and the initial state go to it widened to float32 (exactly)."""
+    B, T, H, K = k.shape
+    HV = v.shape[2]
+    if scale is None:
+        scale = K ** -0.5
+    _, gain, readout_variance, final_covariance = kdn_gain(form, k, q, g, omega, r, mu, initial_covariance, scale)
+    k32 = k.float()
+    if form == "diagonal":
+        kappa = gain
+    else:
+        # κ_t = β_t k_t per value head (grouped value heads share their key head's k).
+        kappa = gain.unsqueeze(-1) * k32.expand(B, T, H, K).repeat_interleave(HV // H, dim=2)
+    g32 = g.float().expand(B, T, HV, K)
+    o, final_state = delta_rule("two_key", q.float(), k32, v.float(), g32, None, scale,
+                                None if initial_state is None else initial_state.float(), True, kappa=kappa)
+    return o, final_state, readout_variance, final_covariance
 
 
 def chunk_delta_rule(q, k, v, beta, scale=None, initial_state=None, output_final_state=False):

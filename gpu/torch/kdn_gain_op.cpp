@@ -34,9 +34,11 @@ sizes check_inputs(const std::string& form, const at::Tensor& k, const at::Tenso
                    const at::Tensor& omega, const at::Tensor& r, const std::optional<at::Tensor>& mu,
                    const std::optional<at::Tensor>& initial_covariance) {
   TORCH_CHECK(form == "diagonal" || form == "isotropic", "kdn_gain: form must be diagonal or isotropic, got ", form);
-  TORCH_CHECK(k.dim() == 4, "kdn_gain: k must be [B, T, H, K], got ", k.sizes());
-  TORCH_CHECK(q.sizes() == k.sizes(), "kdn_gain: q must have k's shape ", k.sizes(), ", got ", q.sizes());
-  TORCH_CHECK(g.dim() == 4 && g.size(3) == k.size(3), "kdn_gain: g must be [B, T, HV, K] (K of k), got ", g.sizes());
+  TORCH_CHECK(k.dim() == 4, "kdn_gain: k must be [B, T, H, K], got ", gpu::torch_ops::shape_string(k.sizes()));
+  TORCH_CHECK(q.sizes() == k.sizes(), "kdn_gain: q must have k's shape ", gpu::torch_ops::shape_string(k.sizes()),
+              ", got ", gpu::torch_ops::shape_string(q.sizes()));
+  TORCH_CHECK(g.dim() == 4 && g.size(3) == k.size(3), "kdn_gain: g must be [B, T, HV, K] (K of k), got ",
+              gpu::torch_ops::shape_string(g.sizes()));
   const int64_t HV = g.size(2), H = k.size(2);
   TORCH_CHECK(HV % H == 0, "kdn_gain: g's HV = ", HV, " must be a multiple of k's H = ", H);
   using gpu::torch_ops::input;

@@ -36,10 +36,11 @@ struct sizes {
 sizes check_inputs(const at::Tensor& v, const at::Tensor& Lambda, const at::Tensor& k, const at::Tensor& q,
                    const at::Tensor& a_bar, const at::Tensor& p_bar, const std::optional<at::Tensor>& lambda_0,
                    const std::optional<at::Tensor>& eta_0) {
-  TORCH_CHECK(k.dim() == 3, "kla: k must be [B, T, S], got ", k.sizes());
+  TORCH_CHECK(k.dim() == 3, "kla: k must be [B, T, S], got ", gpu::torch_ops::shape_string(k.sizes()));
   TORCH_CHECK(v.dim() == 3 && v.size(0) == k.size(0) && v.size(1) == k.size(1),
-              "kla: v must be [B, T, M] with B, T of k, got ", v.sizes());
-  TORCH_CHECK(q.sizes() == k.sizes(), "kla: q must have k's shape ", k.sizes(), ", got ", q.sizes());
+              "kla: v must be [B, T, M] with B, T of k, got ", gpu::torch_ops::shape_string(v.sizes()));
+  TORCH_CHECK(q.sizes() == k.sizes(), "kla: q must have k's shape ", gpu::torch_ops::shape_string(k.sizes()), ", got ",
+              gpu::torch_ops::shape_string(q.sizes()));
   using gpu::torch_ops::input;
   gpu::torch_ops::require_same_device_and_dtype(
       {input("k", k), input("v", v), input("Lambda", Lambda), input("q", q), input("a_bar", a_bar),

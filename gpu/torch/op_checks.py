@@ -1,5 +1,6 @@
-"""What the PyTorch ops' checks share (test_kla_op.py, test_delta_rule_op.py): a line per check and
-the failures kept for the exit status, and bitwise equality of float32 tensors."""
+"""What the PyTorch ops' checks share (test_kla_op.py, test_kdn_gain_op.py, test_delta_rule_op.py): a
+line per check and the failures kept for the exit status, bitwise equality of float32 tensors, and
+bad input refused by name."""
 import torch
 
 failures = []
@@ -15,3 +16,14 @@ def expect(condition, what):
 def same(a, b):
     """Whether two float32 tensors hold the same shape and the same bits."""
     return a.shape == b.shape and torch.equal(a.view(torch.int32), b.view(torch.int32))
+
+
+def expect_refused(what, call):
+    """That call() raises RuntimeError with `what` in its message (the input and the rule it breaks).
+    A crash instead (a segmentation fault formatting the message) ends the process: run_gpu.sh counts
+    that as a failure too."""
+    try:
+        call()
+        expect(False, f"bad input ({what}) refused")
+    except RuntimeError as e:
+        expect(what in str(e), f"bad input ({what}) refused: {str(e).splitlines()[0][:100]}")

@@ -4,9 +4,10 @@
 # builds the extensions (first use), runs test_kla_op.py, test_kdn_gain_op.py and
 # test_delta_rule_op.py, then for each
 # suite: conform with each op as the command (KLA; the fixed-gain family under bf16-tc, and its
-# autograd backward under --gradients-only), and a
-# bit-for-bit comparison of the ops' candidates with kalman-oracle-gpu's (the same kernels called
-# from C++). Exit status 1 on any failure.
+# autograd backward under --gradients-only; the whole KDN, gain op and two-key memory op, the same
+# way), and a bit-for-bit comparison of the ops' candidates with kalman-oracle-gpu's (the same
+# kernels called from C++; for the KDN the forward only: autograd sums the isotropic form's shares of
+# dk and dβ in its own order). Exit status 1 on any failure.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 tool=$1 gpu_tool=$2
@@ -19,7 +20,7 @@ if ! why=$("$python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_availabl
   exit 0
 fi
 status=0
-# Whether two candidates hold the same bits in every tensor of the second.
+# Whether the first candidate holds every tensor of the second, with the same bits.
 same_bits() {
   "$python" - "$1" "$2" <<'PY'
 import sys, os
@@ -28,7 +29,7 @@ from kalman_oracle import safetensors_file
 a, _ = safetensors_file.read(sys.argv[1])
 b, _ = safetensors_file.read(sys.argv[2])
 differ = [n for n in b if n not in a or a[n][2].tobytes() != b[n][2].tobytes()]
-print(("same bits: " if not differ else "DIFFER: ") + os.path.basename(sys.argv[1])[6:] + (" " + str(differ) if differ else ""))
+print(("same bits: " if not differ else "DIFFER: ") + os.path.basename(sys.argv[1]).split("_", 1)[1] + (" " + str(differ) if differ else ""))
 sys.exit(1 if differ else 0)
 PY
 }
@@ -49,6 +50,13 @@ for suite in "$@"; do
   echo "== conform $suite (the PyTorch delta-rule op's autograd: the backward, binary32)"
   "$tool" conform --strict --gradients-only --models $fixed_gain --suite "$suite" -- \
     "$python" "$here/delta_rule_conform_runner.py" --gradients {fixture} {output} 2>/dev/null || status=1
+  echo "== conform $suite (a whole KDN through the PyTorch ops: gain, two-key memory in bf16-tc)"
+  "$tool" conform --strict --arithmetic bf16-tc --outputs o,final_state,readout_variance,final_covariance \
+    --models kdn_diagonal,kdn_isotropic --suite "$suite" -- \
+    "$python" "$here/kdn_conform_runner.py" {fixture} {output} 2>/dev/null || status=1
+  echo "== conform $suite (the whole KDN's autograd: the backward, binary32)"
+  "$tool" conform --strict --gradients-only --models kdn_diagonal,kdn_isotropic --suite "$suite" -- \
+    "$python" "$here/kdn_conform_runner.py" --gradients {fixture} {output} 2>/dev/null || status=1
   echo "== the ops' candidates against kalman-oracle-gpu's, bit for bit"
   work=$(mktemp -d)
   for fixture in "$suite"/*.safetensors; do
@@ -56,11 +64,18 @@ for suite in "$@"; do
     case $name in
       kla_*) runner=kla_conform_runner.py ;;
       gla_* | delta_net_* | gdn_* | gated_delta_net_* | kda_*) runner=delta_rule_conform_runner.py ;;
+      kdn_*) runner=kdn_conform_runner.py ;;
       *) continue ;;
     esac
     "$python" "$here/$runner" "$fixture" "$work/torch_$name"
-    "$gpu_tool" run --device cuda "$fixture" "$work/cuda_$name"
-    same_bits "$work/torch_$name" "$work/cuda_$name" || status=1
+    if [ "$runner" = kdn_conform_runner.py ]; then
+      # kalman-oracle-gpu writes the gain path's internals too: each of the op's outputs must be there.
+      "$gpu_tool" run --device cuda --with-memory "$fixture" "$work/cuda_$name"
+      same_bits "$work/cuda_$name" "$work/torch_$name" || status=1
+    else
+      "$gpu_tool" run --device cuda "$fixture" "$work/cuda_$name"
+      same_bits "$work/torch_$name" "$work/cuda_$name" || status=1
+    fi
     if [ "$runner" = delta_rule_conform_runner.py ]; then  # the backward's gradients too
       "$python" "$here/$runner" --gradients "$fixture" "$work/torch_grad_$name"
       "$gpu_tool" run --device cuda --gradients "$fixture" "$work/cuda_grad_$name"

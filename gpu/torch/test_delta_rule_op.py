@@ -5,6 +5,7 @@
 2. broadcast inputs (β [B, T, 1] expanded by strides, an initial state [1, HV, K, V]) give the bits of
    their materialised copies;
 3. the op on a side stream gives the bits it gives on the default stream;
+   (the two-key memory, model two_key with its gain κ, too);
 4. fla's names (chunk_kda, chunk_gated_delta_rule, chunk_gla, chunk_delta_rule) give the bits of
    delta_rule with the model named, the final state only when asked for;
 5. the kernels compiled for K = V = 128 keep 1.'s law and give finite outputs;
@@ -18,7 +19,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kalman_oracle_torch import chunk_delta_rule, chunk_gated_delta_rule, chunk_gla, chunk_kda, delta_rule  # noqa: E402
-from op_checks import expect, failures, same  # noqa: E402
+from op_checks import expect, expect_refused, failures, same  # noqa: E402
 
 
 def inputs(B=2, T=130, H=2, HV=4, K=64, V=64, seed=0):
@@ -28,20 +29,23 @@ def inputs(B=2, T=130, H=2, HV=4, K=64, V=64, seed=0):
     k = k / k.norm(dim=-1, keepdim=True)
     x = dict(q=u(B, T, H, K), k=k, v=u(B, T, HV, V), g_head=-torch.rand(B, T, HV, generator=g),
              g_channel=-torch.rand(B, T, HV, K, generator=g), beta=torch.rand(B, T, HV, generator=g),
-             initial_state=u(B, HV, K, V))
+             kappa=torch.rand(B, T, HV, K, generator=g) / K, initial_state=u(B, HV, K, V))
     return {n: t.cuda() for n, t in x.items()}
 
 
 def run(model, x, dtype=torch.float32, **kw):
     c = {n: t.to(dtype) for n, t in x.items()}
-    g = {"gla": c["g_channel"], "kda": c["g_channel"], "gated_delta_net": c["g_head"], "delta_net": None}[model]
-    beta = None if model == "gla" else c["beta"]
+    g = {"gla": c["g_channel"], "kda": c["g_channel"], "gated_delta_net": c["g_head"], "delta_net": None,
+         "two_key": c["g_channel"]}[model]
+    beta = None if model in ("gla", "two_key") else c["beta"]
+    kappa = c["kappa"] if model == "two_key" else None
     return delta_rule(model, c["q"], c["k"], c["v"], g, beta, initial_state=c["initial_state"],
-                      output_final_state=True, **kw)
+                      output_final_state=True, kappa=kappa, **kw)
 
 
+MODELS = ("gla", "delta_net", "gated_delta_net", "kda", "two_key")
 x = inputs()
-for model in ("gla", "delta_net", "gated_delta_net", "kda"):
+for model in MODELS:
     o32, s32 = run(model, {n: t.to(torch.bfloat16).float() for n, t in x.items()})
     o16, s16 = run(model, x, torch.bfloat16)
     expect(same(o32, o16) and same(s32, s16), f"{model}: bfloat16 inputs give their float32 copies' bits")
@@ -87,13 +91,21 @@ for name, model, call in (
 # shifts): the law of 1. holds there too, and every output is finite. (Their values are the conform
 # runner's business: the golden gdn and kdn_isotropic fixtures have K = V = 128.)
 x128 = inputs(B=1, T=200, H=1, HV=2, K=128, V=128, seed=3)
-for model in ("gla", "delta_net", "gated_delta_net", "kda"):
+for model in MODELS:
     o32, s32 = run(model, {n: t.to(torch.bfloat16).float() for n, t in x128.items()})
     o16, s16 = run(model, x128, torch.bfloat16)
     expect(same(o32, o16) and same(s32, s16), f"{model} K = V = 128: bfloat16 inputs give their float32 copies' bits")
     expect(bool(torch.isfinite(o16).all() and torch.isfinite(s16).all()), f"{model} K = V = 128: every output finite")
 
 for what, call in (("beta", lambda: delta_rule("kda", x["q"], x["k"], x["v"], x["g_channel"], None)),
+                   ("kappa", lambda: delta_rule("two_key", x["q"], x["k"], x["v"], x["g_channel"])),
+                   ("kappa", lambda: delta_rule("kda", x["q"], x["k"], x["v"], x["g_channel"], x["beta"],
+                                                kappa=x["kappa"])),
+                   # Shapes in messages (a TORCH_CHECK that formats an IntArrayRef crashed: torch_views.hpp).
+                   ("q must have k's shape [2, 130, 2, 64], got [2, 5, 2, 64]",
+                    lambda: chunk_delta_rule(x["q"][:, :5], x["k"], x["v"], x["beta"])),
+                   ("kappa must broadcast", lambda: delta_rule("two_key", x["q"], x["k"], x["v"], x["g_channel"],
+                                                        kappa=x["kappa"][..., :8])),
                    # K = 80 is five whole tiles (taken); 72 is not.
                    ("K = 72", lambda: chunk_delta_rule(torch.zeros(1, 8, 1, 72, device="cuda"),
                                                        torch.zeros(1, 8, 1, 72, device="cuda"),
@@ -104,11 +116,7 @@ for what, call in (("beta", lambda: delta_rule("kda", x["q"], x["k"], x["v"], x[
                    ("v is on cpu", lambda: chunk_delta_rule(x["q"], x["k"], x["v"].cpu(), x["beta"])),
                    ("k is on cpu", lambda: chunk_delta_rule(x["q"].cpu(), x["k"].cpu(), x["v"].cpu(),
                                                             x["beta"].cpu()))):
-    try:
-        call()
-        expect(False, f"bad input ({what}) refused")
-    except RuntimeError as e:
-        expect(what in str(e), f"bad input ({what}) refused: {str(e).splitlines()[0][:100]}")
+    expect_refused(what, call)
 
 print(f"{len(failures)} failures")
 sys.exit(1 if failures else 0)

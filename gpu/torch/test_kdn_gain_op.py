@@ -7,7 +7,8 @@
 4. both forms, grouped value heads: the outputs within 1e-5 and every gradient within 1e-4 (relative
    to its largest element) of torch.autograd through a float64 sequential gain path (models/diagonal.hpp,
    models/isotropic.hpp, line by line) (a coarse end-to-end check of the wiring; `validate` and the
-   fixtures check the values against their budgets).
+   fixtures check the values against their budgets);
+5. a bad shape is refused with a message naming the input and both shapes.
 Exit status 1 on any failure.
 """
 import os
@@ -17,7 +18,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kalman_oracle_torch import kdn_gain  # noqa: E402
-from op_checks import expect, failures, same  # noqa: E402
+from op_checks import expect, expect_refused, failures, same  # noqa: E402
 
 ORDER = ("k", "q", "g", "omega", "r", "mu", "initial_covariance")
 
@@ -113,6 +114,13 @@ for form in ("diagonal", "isotropic"):
         scale_n = ref[n].grad.abs().max().item()
         expect(err <= 1e-4 * scale_n,
                f"{form}: d{n} within 1e-4 of float64 autograd (max error {err:.2e}, scale {scale_n:.2e})")
+
+# 5. Shapes in messages (a TORCH_CHECK that formats an IntArrayRef crashed: torch_views.hpp).
+x = inputs("diagonal", B=1, T=3, H=1, group=1, K=16, seed=6)
+expect_refused("kdn_gain: q must have k's shape [1, 3, 1, 16], got [1, 3, 1, 8]",
+               lambda: kdn_gain("diagonal", x["k"], x["q"][..., :8], x["g"], x["omega"], x["r"]))
+expect_refused("omega must broadcast to [1, 3, 1, 16], got [1, 3, 1, 8]",
+               lambda: kdn_gain("diagonal", x["k"], x["q"], x["g"], x["omega"][..., :8], x["r"]))
 
 print(f"{len(failures)} failures")
 sys.exit(1 if failures else 0)

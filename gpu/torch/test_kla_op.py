@@ -5,7 +5,8 @@
    copies, and gradients summed to the inputs' shapes;
 3. the op on a side stream gives the bits it gives on the default stream;
 4. every gradient equals torch.autograd's through a float64 sequential KLA to within 1e-4 relative
-   (a coarse end-to-end check of the wiring; the fixtures check the values).
+   (a coarse end-to-end check of the wiring; the fixtures check the values);
+5. a bad shape is refused with a message naming the input and both shapes.
 Exit status 1 on any failure.
 """
 import os
@@ -15,7 +16,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kalman_oracle_torch import kla  # noqa: E402
-from op_checks import expect, failures, same  # noqa: E402
+from op_checks import expect, expect_refused, failures, same  # noqa: E402
 
 
 def inputs(B=2, T=37, M=24, S=16, seed=0, device="cuda"):
@@ -85,6 +86,13 @@ for n in ORDER:
     err = (ours[n].grad.double() - ref[n].grad).abs().max().item()
     scale = ref[n].grad.abs().max().item()
     expect(err <= 1e-4 * scale, f"d{n} within 1e-4 of float64 autograd (max error {err:.2e}, scale {scale:.2e})")
+
+# 5. Shapes in messages (a TORCH_CHECK that formats an IntArrayRef crashed: torch_views.hpp).
+x = inputs(B=2, T=5, M=3, S=4, seed=5)
+expect_refused("kla: q must have k's shape [2, 5, 4], got [2, 5, 3]",
+               lambda: kla(x["v"], x["Lambda"], x["k"], x["q"][..., :3], x["a_bar"], x["p_bar"]))
+expect_refused("Lambda must broadcast to [2, 5, 3], got [2, 5, 2]",
+               lambda: kla(x["v"], x["Lambda"][..., :2], x["k"], x["q"], x["a_bar"], x["p_bar"]))
 
 print(f"{len(failures)} failures")
 sys.exit(1 if failures else 0)

@@ -4,6 +4,9 @@
 
 #include <torch/extension.h>
 
+#include <cstddef>
+#include <string>
+
 #include <initializer_list>
 #include <optional>
 
@@ -51,9 +54,28 @@ inline void require_same_device_and_dtype(std::initializer_list<named_input> inp
   }
 }
 
+/// "[2, 130, 4, 8]": a shape spelled for an error message. Messages use this, never an IntArrayRef
+/// passed to TORCH_CHECK: in extensions built against the GPU machine's torch that crashes the
+/// process (segmentation fault while formatting; seen 2026-12-04 with a probe extension whose
+/// TORCH_CHECK(false, "...", x.sizes()) crashed where the same check with a plain string raised
+/// RuntimeError), so a bad shape would kill the caller instead of naming the input.
+inline std::string shape_string(at::IntArrayRef sizes) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < sizes.size(); ++i) out += (i > 0 ? ", " : "") + std::to_string(sizes[i]);
+  return out + "]";
+}
+
 /// x expanded to `shape` (numpy broadcasting, strides 0 along broadcast axes), as the kernels read it.
 inline strided_input view(const at::Tensor& x, at::IntArrayRef shape, const char* op, const char* name) {
   TORCH_CHECK(x.is_cuda(), op, ": ", name, " must be a CUDA tensor");
+  // Named here: torch's own expand error names neither the op nor the input.
+  bool broadcasts = x.dim() <= static_cast<int64_t>(shape.size());
+  for (int64_t i = 1; broadcasts && i <= x.dim(); ++i) {
+    const int64_t have = x.size(x.dim() - i), want = shape[shape.size() - i];
+    broadcasts = have == want || have == 1;
+  }
+  TORCH_CHECK(broadcasts, op, ": ", name, " must broadcast to ", shape_string(shape), ", got ",
+              shape_string(x.sizes()));
   const at::Tensor e = x.expand(shape);
   strided_input out;
   out.data = e.data_ptr();
