@@ -14,7 +14,9 @@
        e_t = d_t e_{t−1} + L_t(e_{t−1}): the recursion the generator evaluates.
 
     The local bounds L_t themselves (Higham's model with underflow, per inner product) are the
-    standard ones of docs/error-model.md and are not re-derived here. *)
+    standard ones of docs/error-model.md; the inner product's, in any summation order, is
+    InnerProduct.v's [inner_product_gamma] (and [binary32_inner_product]); the others are not
+    re-derived here. *)
 
 From Coq Require Import Reals Lra Lia.
 Open Scope R_scope.

@@ -25,7 +25,8 @@
 //     e_t = (max_i α_{t,i}) e_{t−1} + L_t(e_{t−1}),   e_0 = 0 (the initial state is an exact input),
 // where L_t bounds ‖ℓ_t‖₂ from the exact s_{t−1}, k_t, v_t, β_t, α_t and e_{t−1} (|ŝ_i| <= |s_i| + e).
 // The local bound uses the data, not norms of worst cases: the inner product's rounding is
-// γ_K Σ_i |k_i| |p_i| (Higham's bound for any summation order), not γ_K ‖k‖ ‖p‖ K.
+// γ_K Σ_i |k_i| |p_i| (Higham's bound for any summation order, machine-checked in
+// proofs/InnerProduct.v), not γ_K ‖k‖ ‖p‖ K.
 // Outputs: |ô_{t,j} − o_{t,j}| <= τ‖q_t‖₂ e_t + γ_{K+3} τ Σ_i |q_i| |ŝ_i| + η terms, and every entry
 // of the final state's column j is within e_T of the exact one.
 //
@@ -132,6 +133,8 @@ decayed_column<T> decayed_column_bound(const step_constants<T>& c, bool decays, 
   const T k_dot_p_hat = decays
                             ? (T(1) + c.g3) * (sigma + dmax * knorm * ej) + exp_floor * knorm * (sn + ej) + k1 * c.eta
                             : sigma + knorm * ej;
+  // Any summation order of the K products: proofs/InnerProduct.v, inner_product_gamma (binary32:
+  // binary32_inner_product).
   const T eps2 = c.gK * k_dot_p_hat + c.KK * c.eta * (T(1) + c.gK);
   // |v_j − ŵ| <= |r| + |kᵀD(ŝ − s)| + |kᵀε1| + |ε2|.
   const T residual = abs(r) + dmax * knorm * ej + knorm * eps1 + eps2;
