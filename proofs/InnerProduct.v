@@ -22,6 +22,7 @@
 
 From Coq Require Import Reals Lra Lia.
 From Flocq Require Import Core Relative Plus_error.
+From KalmanOracle Require Import FloatError.
 Open Scope R_scope.
 
 (** ** Part 1: the abstract model *)
@@ -83,16 +84,10 @@ Proof.
   eapply Rle_trans; [apply Rabs_triang | lra].
 Qed.
 
-Lemma pow_1pu_ge_1 : forall k, 1 <= (1 + u) ^ k.
-Proof.
-  induction k as [|k IH]; simpl; [lra|].
-  assert (0 <= u * (1 + u) ^ k) by (apply Rmult_le_pos; lra). nra.
-Qed.
-
 Lemma pow_1pu_ge_1pu : forall k, (1 <= k)%nat -> 1 + u <= (1 + u) ^ k.
 Proof.
   intros k Hk. destruct k as [|k]; [lia|]. simpl.
-  pose proof (pow_1pu_ge_1 k). nra.
+  pose proof (pow_1pu_ge_1 u u_nonneg k). nra.
 Qed.
 
 Lemma depth_pos : forall t, (1 <= depth t)%nat.
@@ -131,7 +126,7 @@ Proof.
     simpl computed. fold cl cr. rewrite Hfl. simpl exact. simpl sabs. simpl leaves.
     rewrite plus_INR.
     set (E := (1 + u) ^ k' - 1). set (P := (1 + u) ^ k').
-    assert (HP : 1 <= P) by apply pow_1pu_ge_1.
+    assert (HP : 1 <= P) by (apply pow_1pu_ge_1; exact u_nonneg).
     pose proof (sabs_nonneg l). pose proof (sabs_nonneg r).
     pose proof (pos_INR (leaves l)). pose proof (pos_INR (leaves r)).
     pose proof (exact_le_sabs l). pose proof (exact_le_sabs r).
@@ -167,23 +162,8 @@ Proof.
   intros fl t n Hok Hn Hnu.
   pose proof (inner_product_tree_error fl t Hok n ltac:(rewrite <- Hn; apply depth_le_leaves)) as H.
   rewrite Hn in H.
-  (* (1 + u)^n − 1 ≤ γ_n, by the same induction as FloatError.pow_le_gamma. *)
-  assert (Hg : (1 + u) ^ n - 1 <= INR n * u / (1 - INR n * u)).
-  { assert (Hm : forall k, INR k * u < 1 -> (1 + u) ^ k * (1 - INR k * u) <= 1).
-    { induction k as [|k IH]; intros Hk; [simpl; lra|].
-      rewrite S_INR in *. simpl pow.
-      assert (Hk' : INR k * u < 1) by (pose proof (pos_INR k); nra).
-      specialize (IH Hk').
-      assert (0 <= (1 + u) ^ k) by (apply pow_le; lra).
-      assert ((1 + u) * (1 + u) ^ k * (1 - (INR k + 1) * u)
-              = (1 + u) ^ k * (1 - INR k * u) - (1 + u) ^ k * u * (u * (INR k + 1))) by ring.
-      assert (0 <= (1 + u) ^ k * u * (u * (INR k + 1))).
-      { apply Rmult_le_pos; [apply Rmult_le_pos; assumption|].
-        apply Rmult_le_pos; [assumption|]. pose proof (pos_INR k); lra. }
-      lra. }
-    specialize (Hm n Hnu).
-    apply (Rmult_le_reg_r (1 - INR n * u)); [lra|].
-    unfold Rdiv. rewrite Rmult_assoc, Rinv_l by lra. nra. }
+  (* (1 + u)^n − 1 ≤ γ_n: FloatError.pow_le_gamma. *)
+  pose proof (pow_le_gamma u u_nonneg n Hnu) as Hg.
   pose proof (sabs_nonneg t). pose proof (pos_INR n).
   assert (0 <= INR n * eta0) by (apply Rmult_le_pos; assumption).
   assert (((1 + u) ^ n - 1) * sabs t <= INR n * u / (1 - INR n * u) * sabs t)

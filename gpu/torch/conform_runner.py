@@ -1,0 +1,59 @@
+"""What the sequence-model conformance runners share (delta_rule_conform_runner.py,
+kdn_conform_runner.py; docs/kernels.md, "PyTorch"): the command line, a fixture's inputs on the GPU
+(float32 leaves for --gradients: the kernels widen 16-bit inputs exactly, so the values are the
+same), its sequences (cu_seqlens, or the whole T), and the candidate written: the outputs, or with
+--gradients the gradients the fixture certifies, by torch.autograd from the fixture's cotangents."""
+import os
+import sys
+
+import torch
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(_HERE)), "python"))
+
+import kalman_oracle  # noqa: E402
+from kalman_oracle import safetensors_file  # noqa: E402
+
+
+def arguments(runner):
+    """(fixture, output, gradients) from sys.argv, or exit with the runner's usage."""
+    args = [a for a in sys.argv[1:] if a != "--gradients"]
+    if len(args) != 2:
+        raise SystemExit(f"usage: {runner} [--gradients] FIXTURE OUTPUT")
+    return args[0], args[1], "--gradients" in sys.argv[1:]
+
+
+class Fixture:
+    """A fixture of one of `models` read for a runner: `fx` (kalman_oracle.load), `x` the inputs on
+    the GPU (cu_seqlens left out; float32 leaves with gradients), `sequences` the (start, end) token
+    ranges, `varlen` whether cu_seqlens gave them."""
+
+    def __init__(self, path, models, gradients):
+        self.path, self.gradients = path, gradients
+        self.fx = kalman_oracle.load(path, torch=True)
+        if self.fx.model not in models:
+            raise SystemExit(f"{path}: model {self.fx.model}: this runner runs {', '.join(models)} fixtures only")
+        self.x = {n: t.cuda() for n, t in self.fx.inputs.items() if n != "cu_seqlens"}
+        if gradients:
+            self.x = {n: t.float().requires_grad_() for n, t in self.x.items()}
+        T = self.fx.inputs["k"].shape[1]
+        cu = self.fx.inputs.get("cu_seqlens")
+        self.varlen = cu is not None
+        self.sequences = [(int(cu[n]), int(cu[n + 1])) for n in range(len(cu) - 1)] if self.varlen else [(0, T)]
+
+    def prior(self, name, n):
+        """Sequence n's prior (initial state or covariance): its row of a varlen fixture's [N, ...]."""
+        t = self.x.get(name)
+        return t[n:n + 1] if t is not None and self.varlen and t.shape[0] > 1 else t
+
+    def write(self, output_path, outputs):
+        """The candidate: `outputs` (name -> tensor), or with gradients the certified gradients of the
+        inputs after back-propagating the fixture's cotangents of `outputs`."""
+        if self.gradients:
+            pairs = [(outputs[n], self.fx.cotangents["d" + n].cuda().float()) for n in outputs
+                     if "d" + n in self.fx.cotangents]
+            if not pairs:
+                raise SystemExit(f"{self.path}: --gradients: the fixture has no cotangents")
+            torch.autograd.backward([t for t, _ in pairs], [d for _, d in pairs])
+            outputs = {"d" + n: t.grad for n, t in self.x.items() if "d" + n in self.fx.outputs and t.grad is not None}
+        safetensors_file.write(output_path, {n: t.detach().cpu().numpy() for n, t in outputs.items()})
