@@ -14,7 +14,8 @@
     Part 1 is the abstract model ([fl] any function on the reals, the model asked only where the
     computation rounds); [inner_product_tree_error] carries the exact count (1 + u)^k − 1 for a
     tree of depth k, [inner_product_gamma] the γ_n form the C++ evaluates (a tree over n products
-    has depth at most n). Part 2 instantiates it with IEEE-754 binary32 rounding to nearest
+    has depth at most n), [inner_product_perturbed_error] the read's case, whose operands carry
+    roundings of their own (γ_(n+m)). Part 2 instantiates it with IEEE-754 binary32 rounding to nearest
     (Flocq's FLT format with 24 bits and emin = −149, which has no overflow: the hypothesis the
     generator checks as "no exact state entry above half the largest binary32 number"): u = 2⁻²⁴,
     η₀ = 2⁻¹⁵⁰, the products by Flocq's [error_N_FLT], the additions of two binary32 numbers by
@@ -173,6 +174,58 @@ Proof.
   lra.
 Qed.
 
+(** *** Operands rounded before the inner product (the read ô = fl(Σᵢ fl(τ̂ qᵢ) sᵢ))
+
+    When each product's first operand is itself a computed x̃ᵢ = xᵢ θᵢ with m roundings of its own
+    (|x̃ᵢyᵢ − xᵢyᵢ| ≤ ((1 + u)^m − 1)|xᵢyᵢ|; the read's fl(τ̂ qᵢ): τ̂ = 1/√K rounded twice, the product
+    once, m = 3), the counts add: ((1 + u)^(k + m) − 1) relative to the exact Σ|xᵢyᵢ|. *)
+
+(** [perturbed m t' t]: the same tree, each product of t' within m roundings of t's. *)
+Fixpoint perturbed (m : nat) (t' t : stree) : Prop :=
+  match t', t with
+  | SLeaf x' y', SLeaf x y => Rabs (x' * y' - x * y) <= ((1 + u) ^ m - 1) * Rabs (x * y)
+  | SNode l' r', SNode l r => perturbed m l' l /\ perturbed m r' r
+  | _, _ => False
+  end.
+
+Lemma perturbed_shape : forall m t' t, perturbed m t' t -> leaves t' = leaves t /\ depth t' = depth t.
+Proof.
+  intros m t'. induction t' as [x' y'|l' IHl r' IHr]; intros [x y|l r] H; simpl in *; try contradiction; auto.
+  destruct H as [Hl Hr]. destruct (IHl l Hl), (IHr r Hr). split; lia.
+Qed.
+
+Lemma perturbed_exact : forall m t' t, perturbed m t' t ->
+  Rabs (exact t' - exact t) <= ((1 + u) ^ m - 1) * sabs t /\ sabs t' <= (1 + u) ^ m * sabs t.
+Proof.
+  intros m t'. induction t' as [x' y'|l' IHl r' IHr]; intros [x y|l r] H; simpl in *; try contradiction.
+  - split; [exact H|].
+    pose proof (Rabs_triang_inv (x' * y') (x * y)). lra.
+  - destruct H as [Hl Hr]. destruct (IHl l Hl) as [Hl1 Hl2]. destruct (IHr r Hr) as [Hr1 Hr2].
+    split; [|lra].
+    replace (exact l' + exact r' - (exact l + exact r)) with ((exact l' - exact l) + (exact r' - exact r))
+      by ring.
+    eapply Rle_trans; [apply Rabs_triang | lra].
+Qed.
+
+Theorem inner_product_perturbed_error : forall fl m t' t, tree_ok fl t' -> perturbed m t' t ->
+  Rabs (computed fl t' - exact t)
+    <= ((1 + u) ^ (depth t + m) - 1) * sabs t + (1 + u) ^ depth t * INR (leaves t) * eta0.
+Proof.
+  intros fl m t' t Hok Hp.
+  destruct (perturbed_shape m t' t Hp) as [Hn Hd].
+  destruct (perturbed_exact m t' t Hp) as [He Hs].
+  pose proof (inner_product_tree_error fl t' Hok (depth t) ltac:(lia)) as H.
+  rewrite Hn in H.
+  pose proof (sabs_nonneg t). pose proof (sabs_nonneg t').
+  pose proof (pow_1pu_ge_1 u u_nonneg (depth t)). pose proof (pow_1pu_ge_1 u u_nonneg m).
+  rewrite pow_add.
+  replace (computed fl t' - exact t) with ((computed fl t' - exact t') + (exact t' - exact t)) by ring.
+  eapply Rle_trans; [apply Rabs_triang|].
+  assert (((1 + u) ^ depth t - 1) * sabs t' <= ((1 + u) ^ depth t - 1) * ((1 + u) ^ m * sabs t))
+    by (apply Rmult_le_compat_l; lra).
+  nra.
+Qed.
+
 End Abstract.
 
 (** ** Part 2: IEEE-754 binary32, round to nearest *)
@@ -245,6 +298,36 @@ Proof.
   - apply bpow_ge_0.
   - apply bpow_ge_0.
   - apply rnd32_tree_ok.
+Qed.
+
+(** The read's sum in binary32: operands with m roundings of their own (m = 3 for fl(τ̂ qᵢ)), n
+    products in any order: within γ_(n+m) Σ|xᵢyᵢ| + (1 + γ_n) n η₀ of the exact Σ xᵢyᵢ, the
+    γ_{K+3} τ Σᵢ|qᵢsᵢ| term of the outputs' bound in check/delta_rule_bound.hpp (the state's own
+    error e_t is added there separately). *)
+Theorem binary32_inner_product_rounded_operands : forall t' t n m,
+  perturbed u32 m t' t -> leaves t = n -> INR (n + m) * u32 < 1 ->
+  Rabs (computed rnd32 t' - exact t)
+    <= INR (n + m) * u32 / (1 - INR (n + m) * u32) * sabs t
+       + (1 + INR n * u32 / (1 - INR n * u32)) * INR n * eta32.
+Proof.
+  intros t' t n m Hp Hn Hnu.
+  assert (Hu : 0 <= u32) by apply bpow_ge_0. assert (He : 0 <= eta32) by apply bpow_ge_0.
+  pose proof (inner_product_perturbed_error u32 eta32 Hu He rnd32 m t' t (rnd32_tree_ok t') Hp) as H.
+  rewrite Hn in H.
+  assert (Hd : (depth t <= n)%nat) by (rewrite <- Hn; apply depth_le_leaves).
+  assert (Hnu' : INR n * u32 < 1).
+  { rewrite plus_INR in Hnu. pose proof (pos_INR m). nra. }
+  pose proof (pow_le_gamma u32 Hu (n + m) Hnu) as G1.
+  pose proof (pow_le_gamma u32 Hu n Hnu') as G2.
+  assert (P1 : (1 + u32) ^ (depth t + m) <= (1 + u32) ^ (n + m)) by (apply Rle_pow; [lra | lia]).
+  assert (P2 : (1 + u32) ^ depth t <= (1 + u32) ^ n) by (apply Rle_pow; [lra | lia]).
+  pose proof (sabs_nonneg t). pose proof (pos_INR n).
+  assert (0 <= INR n * eta32) by (apply Rmult_le_pos; assumption).
+  assert (((1 + u32) ^ (depth t + m) - 1) * sabs t
+          <= INR (n + m) * u32 / (1 - INR (n + m) * u32) * sabs t) by (apply Rmult_le_compat_r; lra).
+  assert ((1 + u32) ^ depth t * INR n * eta32 <= (1 + INR n * u32 / (1 - INR n * u32)) * INR n * eta32).
+  { rewrite !Rmult_assoc. apply Rmult_le_compat_r; [assumption | lra]. }
+  lra.
 Qed.
 
 End Binary32.

@@ -146,6 +146,7 @@ decayed_column<T> decayed_column_bound(const step_constants<T>& c, bool decays, 
 /// underflow. q_abs_s = Σ|q_i s_i|, s_abs = Σ|s_i| of the exact column.
 template <class T>
 T read_bound(const step_constants<T>& c, const T& tau, const T& qnorm, const T& q_abs_s, const T& s_abs, const T& e) {
+  // The γ_{K+3} term over the exact state: proofs/InnerProduct.v, binary32_inner_product_rounded_operands.
   return tau * qnorm * e + c.gK3 * tau * (q_abs_s + qnorm * e) +
          (T(1) + c.gK) * c.eta * (c.KK + (T(1) + c.u) * (s_abs + c.sqrtK * e));
 }

@@ -39,7 +39,8 @@ KALMAN_ORACLE_HD mobius_f32 mobius_product(const mobius_f32& l, const mobius_f32
 }
 
 /// M · 2^-e with e the binade of M's largest |entry| (largest entry then in [1, 2)); the zero
-/// matrix, and any matrix with a non-finite entry, is returned unchanged.
+/// matrix, and a matrix whose largest |entry| is infinite (or every entry NaN), is returned unchanged
+/// (fmax passes over a NaN entry: the others are scaled and the NaN stays NaN, on host and device alike).
 KALMAN_ORACLE_HD mobius_f32 mobius_rescale_power_of_two(const mobius_f32& m) {
   const float largest = max_rn(max_rn(abs_rn(m.a), abs_rn(m.b)), max_rn(abs_rn(m.c), abs_rn(m.d)));
 #if defined(__CUDA_ARCH__)
