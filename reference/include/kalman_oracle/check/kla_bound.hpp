@@ -7,7 +7,8 @@
 // Birkhoff coefficient τ_t = (√(1 + z) − √z)² (proofs/Birkhoff.v, kla_leaf_tau). Rounding counts
 // (units of η = −ln(1 − u)), for any arithmetic of unit roundoff u <= 2^-24 without underflow:
 //   step  the sequential recursion λ ← λ / (ā² + p̄ λ) + φ: den two roundings deep in a positive sum,
-//         the quotient one, φ two, the sum one: λ̂_t = f_t(λ̂_{t−1}) e^{±4η};
+//         the quotient one, φ two, the sum one: λ̂_t = f_t(λ̂_{t−1}) e^{±4η} (machine-checked for
+//         the reference's order: proofs/KlaStep.v, kla_step_fl_rel, kla_sequential_rounding);
 //   leaf  entries 1 + p̄φ (φ 2, the product 1, the sum 1) and ā²φ (1 + 2 + 1) within 4 roundings:
 //         the leaf's action within 8η (act_perturbed);
 //   node  a compose: two products and a sum per entry (2; a fused multiply-add is not worse), and one
