@@ -11,7 +11,8 @@
 // Rounding counts in units of η = −ln(1 − u) (exp within 1 ulp counts 2):
 //   a      exp 2, squared 4, the square's rounding 1: 5;     u      k_i² 1, μ k_i² 1, / r 1: 3;
 //   p̂      a p 1 more, + ω 1: within 7 of a p + ω for the computed p;
-//   step   p̂ 7, the denominator u (3) + p̂ (7) + product 1 + sum 1, the quotient 1: 20;
+//   step   p̂ 7, the denominator u (3) + p̂ (7) + product 1 + sum 1, the quotient 1: 20 (machine-checked
+//          for the reference's order: proofs/KdnStep.v, kdn_step_fl_rel, kdn_sequential_rounding);
 //   leaf   entries a (5), ω (0), u a (9), 1 + u ω (5): within 9, so the action within 18; node 6;
 //          apply 5.
 // Then E(p_t,i) <= E_t,i (the largest over the covered orders), E(p̂_t,i) <= E^prev_t,i + 7,
