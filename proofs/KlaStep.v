@@ -144,6 +144,34 @@ Proof.
   - eapply rel_mono; [|exact Hphi]. lra.
 Qed.
 
+(** The GPU kernel's step (gpu/include/kalman_oracle/gpu/models/kla.cuh, kla_element_step): the
+    denominator by one fused multiply-add, fma(p̄, λ, fl(ā ā)) = fl(p̄ λ + fl(ā ā)), the rest as the
+    reference. Still within 4η of the exact step: the fused p̄λ term carries one rounding where the
+    reference's carries two, the ā² term two as before. So the fixtures' KLA precision bounds cover
+    the kernel's order too. *)
+Definition kla_step_fma (a p Lam key x : R) : R :=
+  fl (fl (x / fl (p * x + fl (a * a))) + fl (fl (Lam * key) * key)).
+
+Theorem kla_step_fma_rel : forall a p Lam key x, 0 < a -> 0 <= p -> 0 <= Lam -> 0 < x ->
+  rel (4 * eta u) (kla_step a p Lam key x) (kla_step_fma a p Lam key x).
+Proof.
+  intros a p Lam key x Ha Hp HL Hx. unfold kla_step, kla_step_fma.
+  pose proof (eta_nonneg u u_bounds) as He.
+  assert (Hden : rel (2 * eta u) (a * a + p * x) (fl (p * x + fl (a * a)))).
+  { rewrite (Rplus_comm (a * a)). eapply rel_mono; [|apply rel_round, rel_add; [nra | nra | |]].
+    - instantiate (1 := eta u). lra.
+    - eapply rel_mono; [|apply rel_refl]. lra.
+    - replace (eta u) with (0 + eta u) by ring. apply rel_round, rel_refl. }
+  assert (Hq : rel (3 * eta u) (x / (a * a + p * x)) (fl (x / fl (p * x + fl (a * a))))).
+  { eapply rel_mono; [|apply rel_round, rel_div; [nra | apply rel_refl | exact Hden]]. lra. }
+  assert (Hphi : rel (2 * eta u) (Lam * key * key) (fl (fl (Lam * key) * key))).
+  { eapply rel_mono; [|apply rel_round, rel_mul; [apply rel_round, rel_refl | apply rel_refl]]. lra. }
+  eapply rel_mono; [|apply rel_round, (rel_add (3 * eta u))]; [lra | | | exact Hq |].
+  - apply Rlt_le, Rdiv_lt_0_compat; nra.
+  - assert (0 <= key * key) by nra. nra.
+  - eapply rel_mono; [|exact Hphi]. lra.
+Qed.
+
 (** The exact step is the action of the KLA leaf [[1 + p̄φ, ā²φ], [p̄, ā²]] (Birkhoff.v). *)
 Lemma kla_step_act : forall a p Lam key x, 0 < a -> 0 <= p -> 0 < x ->
   kla_step a p Lam key x = act (1 + p * (Lam * key * key)) (a ^ 2 * (Lam * key * key)) p (a ^ 2) x.
