@@ -34,8 +34,8 @@ KALMAN_ORACLE_HD kla_element_state kla_element_step(const kla_element_state& pre
   // ā² + p̄ λ_{t-1}: one rounding fewer than the reference's on p̄λ, the step still within 4η (proofs/KlaStep.v,
   // kla_step_fma_rel).
   const float den = fma_rn(p_bar, previous.lambda, mul_rn(a_bar, a_bar));
-  const float phi = mul_rn(mul_rn(precision, key), key);                   // φ = Λ k²
-  const float lambda = add_rn(div_rn(previous.lambda, den), phi);          // λ_t
+  const float phi = mul_rn(mul_rn(precision, key), key);           // φ = Λ k²
+  const float lambda = add_rn(div_rn(previous.lambda, den), phi);  // λ_t
 #if defined(__CUDA_ARCH__)
   const float alpha = div_rn(a_bar, den);  // α_t = ā / den_t, from the previous precision
 #else
