@@ -12,7 +12,8 @@
 //          division by K 1: K + 5;
 //   b̂      a b 1 more, + ω 1: within K + 7 of a_t b + ω for the computed b;
 //   u      ‖k‖² K (positive terms), μ‖k‖² 1, K r 1, the quotient 1: K + 3;
-//   step   b = b̂/(1 + u b̂): b̂ K + 7, the denominator (K + 3) + (K + 7) + 1 + 1, the quotient 1:
+//   step   b = b̂/(1 + u b̂): b̂ K + 7, the denominator (K + 3) + (K + 7) + 1 + 1, the quotient 1
+//          (machine-checked for the reference's order: proofs/IsoStep.v, iso_step_fl_rel):
 //          3K + 20 (the sequential recursion);
 //   leaf   entries a (K + 5), ω (0), u a (2K + 9), 1 + u ω (K + 5): within 2K + 9 roundings, so the
 //          action within 2(2K + 9); node 6 (a trace or max-entry rescale included); apply 5.
