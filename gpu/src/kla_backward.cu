@@ -79,8 +79,8 @@ __global__ void __launch_bounds__(kla_backward_threads)
   const bool active = place.active;
   kla_stage stage{};
   stage.k = shared;
-  stage.v = stage.k + kla_chunk_tokens * S;
-  stage.Lambda = stage.v + kla_chunk_tokens * channels_per_block;
+  stage.v = stage.k + kla_stage_row * S;
+  stage.Lambda = stage.v + kla_stage_row * channels_per_block;
 
   kla_element_state x{1.0f, 0.0f};
   if (active) {
@@ -100,8 +100,8 @@ __global__ void __launch_bounds__(kla_backward_threads)
       for (int c = 0; c < count; ++c) {
         const long long t = t0 + c;
         x = kla_element_step(x, load_widened<In>(p.a_bar, offset_of(p.a_bar, b, t, m, s)),
-                             load_widened<In>(p.p_bar, offset_of(p.p_bar, b, t, m, s)), stage.k[c * S + s],
-                             stage.Lambda[c * channels_per_block + local], stage.v[c * channels_per_block + local]);
+                             load_widened<In>(p.p_bar, offset_of(p.p_bar, b, t, m, s)), stage.k[kla_staged(s, c)],
+                             stage.Lambda[kla_staged(local, c)], stage.v[kla_staged(local, c)]);
       }
     }
     __syncthreads();
@@ -177,9 +177,8 @@ __global__ void __launch_bounds__(kla_backward_threads)
           const long long t = t0 + c;
           a_of[c] = TokenDecay ? load_widened<In>(p.a_bar, offset_of(p.a_bar, b, t, m, s)) : a_static;
           p_of[c] = TokenDecay ? load_widened<In>(p.p_bar, offset_of(p.p_bar, b, t, m, s)) : p_static;
-          states[c + 1] =
-              kla_element_step(states[c], a_of[c], p_of[c], stage.k[c * S + s],
-                               stage.Lambda[c * channels_per_block + local], stage.v[c * channels_per_block + local]);
+          states[c + 1] = kla_element_step(states[c], a_of[c], p_of[c], stage.k[kla_staged(s, c)],
+                                           stage.Lambda[kla_staged(local, c)], stage.v[kla_staged(local, c)]);
         }
     }
 #pragma unroll
@@ -191,10 +190,10 @@ __global__ void __launch_bounds__(kla_backward_threads)
         for (int j = kla_reverse_part - 1; j >= 0; --j) {
           const int c = first + j;
           if (j < here) {
-            const int cm = c * channels_per_block + local;
+            const int cm = kla_staged(local, c);
             const kla_gradient_terms g = kla_element_adjoint_step(
-                adjoint, states[c], states[c + 1], a_of[c], p_of[c], stage.k[c * S + s], stage.q[c * S + s],
-                stage.Lambda[cm], stage.v[cm], stage.dy[cm], stage.dy_var[cm]);
+                adjoint, states[c], states[c + 1], a_of[c], p_of[c], stage.k[kla_staged(s, c)],
+                stage.q[kla_staged(s, c)], stage.Lambda[cm], stage.v[cm], stage.dy[cm], stage.dy_var[cm]);
             v_terms[(j * channels_per_block + local) * s_row + s] = g.v;
             Lambda_terms[(j * channels_per_block + local) * s_row + s] = g.Lambda;
             q_terms[(j * S + s) * m_row + local] = g.q;
@@ -278,12 +277,13 @@ __global__ void kla_reduce_rows_kernel(const float* __restrict__ a_rows, const f
 }
 
 std::size_t checkpoint_shared_bytes(int S, int per_block) {
-  return sizeof(float) * (static_cast<std::size_t>(kla_chunk_tokens) * (S + 2 * per_block));
+  return sizeof(float) * (static_cast<std::size_t>(kla_stage_row) * (S + 2 * per_block));
 }
 
 std::size_t reverse_shared_bytes(int S, int per_block) {
-  const std::size_t chunk = kla_chunk_tokens, part = kla_reverse_part, s = S, c = per_block;
-  return sizeof(float) * (2 * (2 * chunk * s + 4 * chunk * c) + 2 * part * c * (s + 1) + 2 * part * s * (c + 1));
+  const std::size_t part = kla_reverse_part, s = S, c = per_block;
+  return sizeof(float) * (2 * static_cast<std::size_t>(kla_stage_floats(S, per_block, true)) + 2 * part * c * (s + 1) +
+                          2 * part * s * (c + 1));
 }
 
 template <class In, bool TokenDecay>

@@ -32,52 +32,63 @@ __device__ __forceinline__ void stage_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
 }
 
-/// One chunk's token inputs, staged in shared memory: q and k [chunk][S], v and Λ [chunk][channels],
-/// and for the backward the cotangents dy and dy_var [chunk][channels]. A null q or dy is not staged.
+/// The staged rows are token-fastest, kla_stage_row = chunk + 1 floats each: one thread reads its
+/// consecutive tokens at fixed offsets from one address (immediate offsets once the token loop is
+/// unrolled, instead of an address computed a token), and the odd row length puts consecutive s (or
+/// channels) in distinct banks, for the staging writes and the reads alike.
+constexpr int kla_stage_row = kla_chunk_tokens + 1;
+
+/// One chunk's token inputs, staged in shared memory: q and k [S][row], v and Λ [channels][row],
+/// and for the backward the cotangents dy and dy_var [channels][row]; token c of row r is at
+/// r · kla_stage_row + c (kla_staged). A null q or dy is not staged.
 struct kla_stage {
   float *q, *k, *v, *Lambda, *dy, *dy_var;
 };
 
-/// Floats of one staging buffer: q, k [chunk][S], v, Λ [chunk][channels], and with `cotangents`
-/// dy, dy_var [chunk][channels].
+/// Where token c of row `row` (an s, or a channel of the block) lies in a staged array.
+__host__ __device__ __forceinline__ int kla_staged(int row, int c) { return row * kla_stage_row + c; }
+
+/// Floats of one staging buffer: q, k [S][row], v, Λ [channels][row], and with `cotangents`
+/// dy, dy_var [channels][row].
 __host__ __device__ __forceinline__ int kla_stage_floats(int S, int channels_per_block, bool cotangents) {
-  return kla_chunk_tokens * (2 * S + (cotangents ? 4 : 2) * channels_per_block);
+  return kla_stage_row * (2 * S + (cotangents ? 4 : 2) * channels_per_block);
 }
 
 /// A staging buffer laid out from `base` (kla_stage_floats of them).
 __device__ __forceinline__ kla_stage kla_stage_at(float* base, int S, int channels_per_block, bool cotangents) {
   kla_stage st{};
   st.q = base;
-  st.k = st.q + kla_chunk_tokens * S;
-  st.v = st.k + kla_chunk_tokens * S;
-  st.Lambda = st.v + kla_chunk_tokens * channels_per_block;
+  st.k = st.q + kla_stage_row * S;
+  st.v = st.k + kla_stage_row * S;
+  st.Lambda = st.v + kla_stage_row * channels_per_block;
   if (cotangents) {
-    st.dy = st.Lambda + kla_chunk_tokens * channels_per_block;
-    st.dy_var = st.dy + kla_chunk_tokens * channels_per_block;
+    st.dy = st.Lambda + kla_stage_row * channels_per_block;
+    st.dy_var = st.dy + kla_stage_row * channels_per_block;
   }
   return st;
 }
 
 /// Issues the copies of tokens [t0, t0 + count) into `stage`, coalesced (consecutive threads take
-/// consecutive s, or consecutive channels).
+/// consecutive s, or consecutive channels). The block has channels_per_block · S threads, so a
+/// thread's s (and its channel) is the same in every pass: no division a copied element.
 template <class In>
 __device__ __forceinline__ void stage_chunk(const kla_forward_problem& p, const kla_stage stage, long long b, int t0,
                                             int count, int m_first, int channels_here, int channels_per_block) {
-  const int S = p.state;
+  const int S = p.state, thread = static_cast<int>(threadIdx.x);
   const In* q = static_cast<const In*>(p.q.data);
   const In* k = static_cast<const In*>(p.k.data);
   const In* v = static_cast<const In*>(p.v.data);
   const In* Lambda = static_cast<const In*>(p.Lambda.data);
-  for (int i = static_cast<int>(threadIdx.x); i < count * S; i += static_cast<int>(blockDim.x)) {
-    const int c = i / S, j = i % S;
-    if (stage.q != nullptr) stage_element(stage.q + c * S + j, q + offset_of(p.q, b, t0 + c, j));
-    stage_element(stage.k + c * S + j, k + offset_of(p.k, b, t0 + c, j));
+  const int j = thread % S, tokens_a_pass = channels_per_block;  // blockDim.x / S
+  for (int c = thread / S; c < count; c += tokens_a_pass) {
+    if (stage.q != nullptr) stage_element(stage.q + kla_staged(j, c), q + offset_of(p.q, b, t0 + c, j));
+    stage_element(stage.k + kla_staged(j, c), k + offset_of(p.k, b, t0 + c, j));
   }
-  for (int i = static_cast<int>(threadIdx.x); i < count * channels_here; i += static_cast<int>(blockDim.x)) {
-    const int c = i / channels_here, channel = i % channels_here;
-    stage_element(stage.v + c * channels_per_block + channel, v + offset_of(p.v, b, t0 + c, m_first + channel));
-    stage_element(stage.Lambda + c * channels_per_block + channel,
-                  Lambda + offset_of(p.Lambda, b, t0 + c, m_first + channel));
+  const int channel = thread % channels_per_block;
+  if (channel >= channels_here) return;
+  for (int c = thread / channels_per_block; c < count; c += S) {  // blockDim.x / channels_per_block = S
+    stage_element(stage.v + kla_staged(channel, c), v + offset_of(p.v, b, t0 + c, m_first + channel));
+    stage_element(stage.Lambda + kla_staged(channel, c), Lambda + offset_of(p.Lambda, b, t0 + c, m_first + channel));
   }
 }
 
@@ -85,11 +96,12 @@ __device__ __forceinline__ void stage_chunk(const kla_forward_problem& p, const 
 __device__ __forceinline__ void stage_cotangents(const float* dy, const float* dy_var, const kla_stage stage,
                                                  long long b, int T, int M, int t0, int count, int m_first,
                                                  int channels_here, int channels_per_block) {
-  for (int i = static_cast<int>(threadIdx.x); i < count * channels_here; i += static_cast<int>(blockDim.x)) {
-    const int c = i / channels_here, channel = i % channels_here;
+  const int thread = static_cast<int>(threadIdx.x), channel = thread % channels_per_block;
+  if (channel >= channels_here) return;
+  for (int c = thread / channels_per_block; c < count; c += static_cast<int>(blockDim.x) / channels_per_block) {
     const long long at = (b * T + t0 + c) * M + m_first + channel;
-    float* dy_to = stage.dy + c * channels_per_block + channel;
-    float* dy_var_to = stage.dy_var + c * channels_per_block + channel;
+    float* dy_to = stage.dy + kla_staged(channel, c);
+    float* dy_var_to = stage.dy_var + kla_staged(channel, c);
     if (dy != nullptr)
       stage_element(dy_to, dy + at);
     else

@@ -31,7 +31,8 @@ constexpr int kla_threads_per_block = 256;
 std::size_t kla_shared_bytes(int S, int channels_per_block) {
   const std::size_t chunk = kla_chunk_tokens, channels = static_cast<std::size_t>(channels_per_block),
                     state = static_cast<std::size_t>(S);
-  return sizeof(float) * (2 * chunk * channels * (state + 1) + 2 * (2 * chunk * state + 2 * chunk * channels));
+  return sizeof(float) * (2 * chunk * channels * (state + 1) +
+                          2 * static_cast<std::size_t>(kla_stage_floats(S, channels_per_block, false)));
 }
 
 /// TokenDecay: ā or p̄ varies with the token (stride along T not 0), read per token from global
@@ -61,6 +62,9 @@ __global__ void __launch_bounds__(kla_threads_per_block)
   const long long a_step = p.a_bar.stride[1], p_step = p.p_bar.stride[1];
   kla_element_state x{1.0f, 0.0f};
   float a_bar = 0.0f, p_bar = 0.0f;
+  const int term_slot = local * row + s;  // this element's readout terms: token c at c · channels_per_block · row + it
+  const int sum_channel = static_cast<int>(threadIdx.x) % channels_per_block,
+            sum_token = static_cast<int>(threadIdx.x) / channels_per_block;
   if (active) {
     if (p.lambda_0.data) x.lambda = load_widened<In>(p.lambda_0, offset_of(p.lambda_0, b, m, s));
     if (p.eta_0.data) x.eta = load_widened<In>(p.eta_0, offset_of(p.eta_0, b, m, s));
@@ -89,31 +93,44 @@ __global__ void __launch_bounds__(kla_threads_per_block)
       p.checkpoint_eta[at] = x.eta;
     }
     if (active) {
-      for (int c = 0; c < count; ++c) {
+      const float *k_row = in.k + kla_staged(s, 0), *q_row = in.q + kla_staged(s, 0);
+      const float *Lambda_row = in.Lambda + kla_staged(local, 0), *v_row = in.v + kla_staged(local, 0);
+      const int term_stride = channels_per_block * row;
+      const auto token = [&](int c) {
         if (TokenDecay) {
           a_bar = widen(*a_at);
           p_bar = widen(*p_at);
           a_at += a_step;
           p_at += p_step;
         }
-        x = kla_element_step(x, a_bar, p_bar, in.k[c * S + s], in.Lambda[c * channels_per_block + local],
-                             in.v[c * channels_per_block + local]);
-        const kla_readout_terms out = kla_readout(x, in.q[c * S + s]);
-        const int slot = (c * channels_per_block + local) * row + s;
-        mean_terms[slot] = out.mean;
-        variance_terms[slot] = out.variance;
+        kla_readout_terms out;
+        x = kla_element_step_and_readout(x, a_bar, p_bar, k_row[c], Lambda_row[c], v_row[c], q_row[c], out);
+        mean_terms[c * term_stride + term_slot] = out.mean;
+        variance_terms[c * term_stride + term_slot] = out.variance;
+      };
+      // A full chunk in an unrolled loop: the staged reads at fixed offsets, the loop's bookkeeping
+      // once in eight tokens (it was a sixth of the instructions; 8 measured faster than 4 or 16,
+      // which needs 80 registers: docs/kernels.md).
+      if (count == kla_chunk_tokens) {
+#pragma unroll 8
+        for (int c = 0; c < kla_chunk_tokens; ++c) token(c);
+      } else {
+        for (int c = 0; c < count; ++c) token(c);
       }
     }
     __syncthreads();
-    for (int o = static_cast<int>(threadIdx.x); o < count * channels_here; o += static_cast<int>(blockDim.x)) {
-      const int c = o / channels_here, channel = o % channels_here;
-      const float* mean_row = mean_terms + (c * channels_per_block + channel) * row;
-      const float* variance_row = variance_terms + (c * channels_per_block + channel) * row;
-      float y, y_var;
-      sum_rows_in_order(mean_row, variance_row, S, y, y_var);
-      const long long out_at = (b * T + t0 + c) * M + m_first + channel;
-      p.y[out_at] = y;
-      p.y_var[out_at] = y_var;
+    // The sums: thread (sum_token, sum_channel) and every S-th token after it (the block has
+    // channels_per_block · S threads), consecutive threads consecutive channels (coalesced writes).
+    if (sum_channel < channels_here) {
+      for (int c = sum_token; c < count; c += S) {
+        const float* mean_row = mean_terms + (c * channels_per_block + sum_channel) * row;
+        const float* variance_row = variance_terms + (c * channels_per_block + sum_channel) * row;
+        float y, y_var;
+        sum_rows_in_order(mean_row, variance_row, S, y, y_var);
+        const long long out_at = (b * T + t0 + c) * M + m_first + sum_channel;
+        p.y[out_at] = y;
+        p.y_var[out_at] = y_var;
+      }
     }
     // The next iteration's copies go to the buffer read above: the __syncthreads before its
     // arithmetic orders them after every read (the sums read only the term buffers).

@@ -16,9 +16,17 @@
 //
 // The backward's reverse step (kla_element_adjoint_step) is grad/kla.hpp's recursion, operation by
 // operation in its order, with fused multiply-adds where a product meets a sum.
+//
+// Every quotient is the IEEE one, RN(x / d). In the forward step and the readout, the quotients by
+// one denominator share its reciprocal (division.cuh): each computes its values with
+// markstein_division and, where a value left that method's range, again with ieee_division; the
+// bits are the same either way (division.cuh), so the rounding counts above hold and kernel and twin
+// agree. (The backward's adjoint step divides with div_rn: there the range checks of its twelve
+// dividends and divisors cost more than the shared reciprocals saved, measured: docs/kernels.md.)
 #pragma once
 
 #include "kalman_oracle/detail/mutant.hpp"
+#include "kalman_oracle/gpu/division.cuh"
 #include "kalman_oracle/gpu/float_ops.cuh"
 
 namespace kalman_oracle::gpu {
@@ -28,23 +36,35 @@ struct kla_element_state {
   float lambda, eta;
 };
 
-/// One token of one element, from the previous state and this token's ā, p̄, k, Λ and v.
-KALMAN_ORACLE_HD kla_element_state kla_element_step(const kla_element_state& previous, float a_bar, float p_bar,
-                                                    float key, float precision, float value) {
+/// kla_element_step with the quotients of `divide` (division.cuh).
+template <class Division>
+KALMAN_ORACLE_HD kla_element_state kla_element_step_by(Division& divide, const kla_element_state& previous, float a_bar,
+                                                       float p_bar, float key, float precision, float value) {
   // ā² + p̄ λ_{t-1}: one rounding fewer than the reference's on p̄λ, the step still within 4η (proofs/KlaStep.v,
   // kla_step_fma_rel).
-  const float den = fma_rn(p_bar, previous.lambda, mul_rn(a_bar, a_bar));
+  const divisor den = divide.by(fma_rn(p_bar, previous.lambda, mul_rn(a_bar, a_bar)));
   const float phi = mul_rn(mul_rn(precision, key), key);           // φ = Λ k²
-  const float lambda = add_rn(div_rn(previous.lambda, den), phi);  // λ_t
+  const float lambda = add_rn(divide(previous.lambda, den), phi);  // λ_t
 #if defined(__CUDA_ARCH__)
-  const float alpha = div_rn(a_bar, den);  // α_t = ā / den_t, from the previous precision
+  const float alpha = divide(a_bar, den);  // α_t = ā / den_t, from the previous precision
 #else
   // The planted bug of the twin's meta-test (gpu/CMakeLists.txt): α from the new precision.
-  const float alpha = KALMAN_ORACLE_MUTANT(gpu_kla_alpha_from_new_precision, div_rn(a_bar, den),
+  const float alpha = KALMAN_ORACLE_MUTANT(gpu_kla_alpha_from_new_precision, divide(a_bar, den),
                                            div_rn(a_bar, fma_rn(p_bar, lambda, mul_rn(a_bar, a_bar))));
 #endif
   const float rho = mul_rn(mul_rn(value, precision), key);  // ρ = v Λ k
   return {lambda, fma_rn(alpha, previous.eta, rho)};
+}
+
+/// One token of one element, from the previous state and this token's ā, p̄, k, Λ and v.
+KALMAN_ORACLE_HD kla_element_state kla_element_step(const kla_element_state& previous, float a_bar, float p_bar,
+                                                    float key, float precision, float value) {
+  markstein_division fast;
+  const kla_element_state next = kla_element_step_by(fast, previous, a_bar, p_bar, key, precision, value);
+  if (fast.in_range) [[likely]]
+    return next;
+  ieee_division exact;
+  return kla_element_step_by(exact, previous, a_bar, p_bar, key, precision, value);
 }
 
 /// The readout terms of one element: q η_t / λ_t (for y) and q² / λ_t (for y_var).
@@ -52,8 +72,27 @@ struct kla_readout_terms {
   float mean, variance;
 };
 
-KALMAN_ORACLE_HD kla_readout_terms kla_readout(const kla_element_state& state, float query) {
-  return {div_rn(mul_rn(query, state.eta), state.lambda), div_rn(mul_rn(query, query), state.lambda)};
+template <class Division>
+KALMAN_ORACLE_HD kla_readout_terms kla_readout_by(Division& divide, const kla_element_state& state, float query) {
+  const divisor lambda = divide.by(state.lambda);
+  return {divide(mul_rn(query, state.eta), lambda), divide(mul_rn(query, query), lambda)};
+}
+
+/// One token of one element and its readout terms q η_t / λ_t and q² / λ_t, with one range check
+/// for both (a second check and branch for the readout cost about 5% of the forward kernel's
+/// instructions).
+KALMAN_ORACLE_HD kla_element_state kla_element_step_and_readout(const kla_element_state& previous, float a_bar,
+                                                                float p_bar, float key, float precision, float value,
+                                                                float query, kla_readout_terms& terms) {
+  markstein_division fast;
+  const kla_element_state next = kla_element_step_by(fast, previous, a_bar, p_bar, key, precision, value);
+  terms = kla_readout_by(fast, next, query);
+  if (fast.in_range) [[likely]]
+    return next;
+  ieee_division exact;
+  const kla_element_state exact_next = kla_element_step_by(exact, previous, a_bar, p_bar, key, precision, value);
+  terms = kla_readout_by(exact, exact_next, query);
+  return exact_next;
 }
 
 /// The adjoints of one element's state, λ̄ = ∂L/∂λ_t and η̄ = ∂L/∂η_t (docs/gradients.md, KLA).

@@ -36,10 +36,11 @@ void kla_forward_twin_typed(const kla_forward_problem& p) {
         float y = 0.0f, y_var = 0.0f;
         for (long long s = 0; s < S; ++s) {
           kla_element_state& x = state[m * S + s];
-          x = kla_element_step(x, load_widened<In>(p.a_bar, offset_of(p.a_bar, b, t, m, s)),
-                               load_widened<In>(p.p_bar, offset_of(p.p_bar, b, t, m, s)),
-                               load_widened<In>(p.k, offset_of(p.k, b, t, s)), precision, value);
-          const kla_readout_terms terms = kla_readout(x, load_widened<In>(p.q, offset_of(p.q, b, t, s)));
+          kla_readout_terms terms;
+          x = kla_element_step_and_readout(x, load_widened<In>(p.a_bar, offset_of(p.a_bar, b, t, m, s)),
+                                           load_widened<In>(p.p_bar, offset_of(p.p_bar, b, t, m, s)),
+                                           load_widened<In>(p.k, offset_of(p.k, b, t, s)), precision, value,
+                                           load_widened<In>(p.q, offset_of(p.q, b, t, s)), terms);
           y = add_rn(y, terms.mean);
           y_var = add_rn(y_var, terms.variance);
         }
