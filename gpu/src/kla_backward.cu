@@ -38,6 +38,12 @@ struct kla_backward_scratch {
   float *a_rows, *p_rows;                     // [B, M, S]
 };
 
+/// The length of a dq / dk term row (one entry a channel of the block): the odd number of
+/// channels_per_block and channels_per_block + 1, so that the writers (consecutive s, stride the row)
+/// hit distinct banks. With one channel a block (S = 256) a row is one float, not two: that keeps
+/// two blocks on an SM (the staged rows' padding had pushed the reverse kernel to 117.6 KiB).
+__host__ __device__ __forceinline__ int kla_channel_row(int channels_per_block) { return channels_per_block | 1; }
+
 int chunks_of(int T) { return (T + kla_chunk_tokens - 1) / kla_chunk_tokens; }
 
 /// Floats of each scratch part: checkpoints [B, chunks, M, S], block partials [B, T, blocks, S],
@@ -123,12 +129,12 @@ __global__ void __launch_bounds__(kla_backward_threads)
 
   // Shared memory: two staging buffers (the chunk before this one in time is copied while this one
   // is computed), then the terms of half a chunk: dv and dΛ as rows of S + 1 per (token, channel);
-  // dq and dk as rows of channels + 1 per (token, s) (distinct banks for the writers and the summing
-  // threads alike).
+  // dq and dk as rows of kla_channel_row(channels) per (token, s) (distinct banks for the writers
+  // and the summing threads alike).
   const int stage_floats = kla_stage_floats(S, channels_per_block, true);
   const kla_stage stage_0 = kla_stage_at(shared, S, channels_per_block, true);
   const kla_stage stage_1 = kla_stage_at(shared + stage_floats, S, channels_per_block, true);
-  const int s_row = S + 1, m_row = channels_per_block + 1;
+  const int s_row = S + 1, m_row = kla_channel_row(channels_per_block);
   float* v_terms = shared + 2 * stage_floats;
   float* Lambda_terms = v_terms + kla_reverse_part * channels_per_block * s_row;
   float* q_terms = Lambda_terms + kla_reverse_part * channels_per_block * s_row;
@@ -281,9 +287,9 @@ std::size_t checkpoint_shared_bytes(int S, int per_block) {
 }
 
 std::size_t reverse_shared_bytes(int S, int per_block) {
-  const std::size_t part = kla_reverse_part, s = S, c = per_block;
+  const std::size_t part = kla_reverse_part, s = S, c = per_block, c_row = kla_channel_row(per_block);
   return sizeof(float) * (2 * static_cast<std::size_t>(kla_stage_floats(S, per_block, true)) + 2 * part * c * (s + 1) +
-                          2 * part * s * (c + 1));
+                          2 * part * s * c_row);
 }
 
 template <class In, bool TokenDecay>
