@@ -13,6 +13,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 tool=$1 gpu_tool=$2
 shift 2
 python=${PYTHON:-python}
+# Runners at a time in each conform (each starts a Python with torch: about 5 s; the suite took
+# over 430 s one at a time on the H200, 2026-12-04).
+jobs=${KALMAN_ORACLE_TORCH_JOBS:-4}
 command -v "$python" >/dev/null || python=python3
 export KALMAN_ORACLE_PYTHON=$here/../../python
 if ! why=$("$python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else "torch finds no CUDA device")' 2>&1); then
@@ -42,20 +45,20 @@ echo "== test_delta_rule_op.py"
 fixed_gain=gla,delta_net,gated_delta_net,kda
 for suite in "$@"; do
   echo "== conform $suite (the PyTorch op)"
-  "$tool" conform --models kla --suite "$suite" -- "$python" "$here/kla_conform_runner.py" {fixture} {output} 2>/dev/null ||
+  "$tool" conform --jobs "$jobs" --models kla --suite "$suite" -- "$python" "$here/kla_conform_runner.py" {fixture} {output} 2>/dev/null ||
     status=1
   echo "== conform $suite (the PyTorch delta-rule op, bf16-tc)"
-  "$tool" conform --strict --arithmetic bf16-tc --outputs o,final_state --models $fixed_gain --suite "$suite" -- \
+  "$tool" conform --jobs "$jobs" --strict --arithmetic bf16-tc --outputs o,final_state --models $fixed_gain --suite "$suite" -- \
     "$python" "$here/delta_rule_conform_runner.py" {fixture} {output} 2>/dev/null || status=1
   echo "== conform $suite (the PyTorch delta-rule op's autograd: the backward, binary32)"
-  "$tool" conform --strict --gradients-only --models $fixed_gain --suite "$suite" -- \
+  "$tool" conform --jobs "$jobs" --strict --gradients-only --models $fixed_gain --suite "$suite" -- \
     "$python" "$here/delta_rule_conform_runner.py" --gradients {fixture} {output} 2>/dev/null || status=1
   echo "== conform $suite (a whole KDN through the PyTorch ops: gain, two-key memory in bf16-tc)"
-  "$tool" conform --strict --arithmetic bf16-tc --outputs o,final_state,readout_variance,final_covariance \
+  "$tool" conform --jobs "$jobs" --strict --arithmetic bf16-tc --outputs o,final_state,readout_variance,final_covariance \
     --models kdn_diagonal,kdn_isotropic --suite "$suite" -- \
     "$python" "$here/kdn_conform_runner.py" {fixture} {output} 2>/dev/null || status=1
   echo "== conform $suite (the whole KDN's autograd: the backward, binary32)"
-  "$tool" conform --strict --gradients-only --models kdn_diagonal,kdn_isotropic --suite "$suite" -- \
+  "$tool" conform --jobs "$jobs" --strict --gradients-only --models kdn_diagonal,kdn_isotropic --suite "$suite" -- \
     "$python" "$here/kdn_conform_runner.py" --gradients {fixture} {output} 2>/dev/null || status=1
   echo "== the ops' candidates against kalman-oracle-gpu's, bit for bit"
   work=$(mktemp -d)
