@@ -27,13 +27,14 @@
 // The check. `markstein_division` computes quotients this way and records whether every dividend
 // and divisor it saw lay in the range; `ieee_division` divides with div_rn. A kernel computes a
 // step with the first and, where the record says a value left the range (zeros, subnormals,
-// infinities, NaN, extreme exponents: never on the fixtures' typical data, but allowed), recomputes
-// the step with the second: one branch a step instead of one a division, and the step's bits are the
+// infinities, NaN, extreme exponents), recomputes the step with the second: one branch a step instead of one a division, and the step's bits are the
 // IEEE ones either way. division_twin_test.cpp checks the quotient exhaustively over the divisor's
 // significand (all 2^23, against sixteen dividend significands), across the range's edges, and shows
-// that the uncorrected q₀ would fail; the GPU test compares the device's quotients with div.rn.
+// that the uncorrected q₀ would fail (and a meta-test plants exactly that: gpu/CMakeLists.txt); the
+// GPU test compares the device's quotients with div.rn.
 #pragma once
 
+#include "kalman_oracle/detail/mutant.hpp"
 #include "kalman_oracle/gpu/float_ops.cuh"
 
 namespace kalman_oracle::gpu {
@@ -64,7 +65,12 @@ KALMAN_ORACLE_HD float reciprocal_in_range(float d) {
 KALMAN_ORACLE_HD float quotient_in_range(float x, const divisor& d) {
   const float first = mul_rn(x, d.reciprocal);
   const float remainder = fma_rn(-first, d.value, x);  // exact in the range
+#if defined(__CUDA_ARCH__)
   return fma_rn(remainder, d.reciprocal, first);
+#else
+  // The planted bug of the division meta-test: Markstein's correction skipped.
+  return KALMAN_ORACLE_MUTANT(gpu_division_skips_correction, fma_rn(remainder, d.reciprocal, first), first);
+#endif
 }
 
 /// Quotients through a shared reciprocal; `in_range` false once a dividend or divisor left the
@@ -83,7 +89,6 @@ struct markstein_division {
 
 /// IEEE quotients, div_rn (no reciprocal formed).
 struct ieee_division {
-  static constexpr bool in_range = true;
   KALMAN_ORACLE_HD divisor by(float d) const { return {d, 0.0f}; }
   KALMAN_ORACLE_HD float operator()(float x, const divisor& d) const { return div_rn(x, d.value); }
 };
