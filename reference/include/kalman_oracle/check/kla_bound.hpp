@@ -16,7 +16,9 @@
 //   apply Π_t · λ_0: numerator 2, denominator 2, quotient 1: 5η.
 // Then |ln λ̂_t − ln λ_t| <= E_t (the largest over the covered orders) and |λ̂_t − λ_t| <=
 // expm1(E_t) λ_t. y_var = Σ_s q_s² / λ_s: each term adds q² (1) and the quotient (1), the sum of S
-// non-negative terms in any order S − 1: |ŷ − y| <= Σ_s (q_s²/λ_s) expm1(E_s + (S + 1) η).
+// non-negative terms in any order S − 1: |ŷ − y| <= Σ_s (q_s²/λ_s) expm1(E_s + (S + 1) η)
+// (machine-checked for every summation tree and the reference's order from +0: proofs/KlaReadout.v,
+// readout_variance_error, readout_variance_error_from_zero).
 //
 // Hypotheses, checked on the exact values (the result names the first that fails): every non-zero
 // λ_t, φ_t, ā², ā²φ, p̄, p̄λ_{t−1}, den_t and λ_{t−1}/den_t within [2^-100, 2^100] (computed values
