@@ -22,7 +22,8 @@
 // E(β_t) <= E(b̂_t) + K + 3 (b̂ ↦ b̂/(r + b̂‖k‖²) has log-derivative r/(r + b̂‖k‖²) <= 1; the
 // denominator's product and sum 1 + 1 past ‖k‖²'s K, the quotient 1). The readout variance
 // τ² b_t ‖q_t‖²: τ 2 and τq 1 (3), its square 3 + 3 + 1, the K-term sum K − 1, the product with b 1:
-// E_t + K + 7.
+// E_t + K + 7 (machine-checked for every summation order: proofs/KdnReadout.v,
+// isotropic_readout_variance_default).
 // The memory: KDA with the exact β_t, β‖k‖² = b̂‖k‖²/(r + b̂‖k‖²) < 1 (non-expansive), and β's relative
 // error expm1(E(β_t)) in every write.
 //
