@@ -17,7 +17,8 @@
 //          apply 5.
 // Then E(p_t,i) <= E_t,i (the largest over the covered orders), E(p̂_t,i) <= E^prev_t,i + 7,
 // E(κ_t,i) <= E(p̂_t,i) + max_j E(p̂_t,j) + K + 4 (numerator 1; the denominator's terms 2 each past
-// p̂_j, K additions of positive terms; the quotient 1), the readout variance τ² Σ_i q_i² p_i:
+// p̂_j, K additions of positive terms; the quotient 1; machine-checked for every summation order:
+// proofs/KdnGain.v, diagonal_gain_rel), the readout variance τ² Σ_i q_i² p_i:
 // max_i E_t,i + K + 7 (as the isotropic model's; machine-checked for every summation order:
 // proofs/KdnReadout.v, diagonal_readout_variance_default).
 // The memory: S_t = (I − κ_t k_tᵀ) D_t S_{t−1} + κ_t v_tᵀ computed as fla's order with the gain κ̂:

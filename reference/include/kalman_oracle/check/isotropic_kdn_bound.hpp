@@ -20,7 +20,8 @@
 // Then E(b_t) <= E_t (the largest over the covered orders), E(b̂_t) <= E^prev_t + K + 7 (the map
 // b ↦ a b + ω has log-derivative <= 1; E^prev from contraction_bound.hpp's previous_log_bound), and
 // E(β_t) <= E(b̂_t) + K + 3 (b̂ ↦ b̂/(r + b̂‖k‖²) has log-derivative r/(r + b̂‖k‖²) <= 1; the
-// denominator's product and sum 1 + 1 past ‖k‖²'s K, the quotient 1). The readout variance
+// denominator's product and sum 1 + 1 past ‖k‖²'s K, the quotient 1; machine-checked:
+// proofs/KdnGain.v, isotropic_gain_rel). The readout variance
 // τ² b_t ‖q_t‖²: τ 2 and τq 1 (3), its square 3 + 3 + 1, the K-term sum K − 1, the product with b 1:
 // E_t + K + 7 (machine-checked for every summation order: proofs/KdnReadout.v,
 // isotropic_readout_variance_default).
