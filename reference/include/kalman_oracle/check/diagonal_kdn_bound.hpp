@@ -13,7 +13,8 @@
 //   p̂      a p 1 more, + ω 1: within 7 of a p + ω for the computed p;
 //   step   p̂ 7, the denominator u (3) + p̂ (7) + product 1 + sum 1, the quotient 1: 20 (machine-checked
 //          for the reference's order: proofs/KdnStep.v, kdn_step_fl_rel, kdn_sequential_rounding);
-//   leaf   entries a (5), ω (0), u a (9), 1 + u ω (5): within 9, so the action within 18; node 6;
+//   leaf   entries a (5), ω (0), u a (9), 1 + u ω (5): within 9, so the action within 18 (machine-checked:
+//          proofs/KdnLeaf.v, kdn_leaf_fl_within); node 6;
 //          apply 5.
 // Then E(p_t,i) <= E_t,i (the largest over the covered orders), E(p̂_t,i) <= E^prev_t,i + 7,
 // E(κ_t,i) <= E(p̂_t,i) + max_j E(p̂_t,j) + K + 4 (numerator 1; the denominator's terms 2 each past
