@@ -16,7 +16,8 @@
 //          (machine-checked for the reference's order: proofs/IsoStep.v, iso_step_fl_rel):
 //          3K + 20 (the sequential recursion);
 //   leaf   entries a (K + 5), ω (0), u a (2K + 9), 1 + u ω (K + 5): within 2K + 9 roundings, so the
-//          action within 2(2K + 9); node 6 (a trace or max-entry rescale included); apply 5.
+//          action within 2(2K + 9) (machine-checked: proofs/IsoLeaf.v, iso_leaf_action); node 6 (a trace
+//          or max-entry rescale included); apply 5.
 // Then E(b_t) <= E_t (the largest over the covered orders), E(b̂_t) <= E^prev_t + K + 7 (the map
 // b ↦ a b + ω has log-derivative <= 1; E^prev from contraction_bound.hpp's previous_log_bound), and
 // E(β_t) <= E(b̂_t) + K + 3 (b̂ ↦ b̂/(r + b̂‖k‖²) has log-derivative r/(r + b̂‖k‖²) <= 1; the
