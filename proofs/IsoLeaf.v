@@ -45,16 +45,10 @@ Theorem decay_sum_rel : forall (T : sum_tree) K, leaf_count T = K -> (1 <= K)%na
 Proof.
   intros T K HK HK1 Hterms.
   pose proof (eta_nonneg u u_bounds) as He.
-  eapply rel_mono; [|apply (uniform_sum_rel u u_bounds fl fl_everywhere T (K - 1) (5 * eta u))].
+  eapply rel_mono; [|refine (uniform_sum_rel_terms u u_bounds fl fl_everywhere _ (5 * eta u) T K _ Hterms HK)].
   - rewrite minus_INR by lia. simpl (INR 1). lra.
-  - clear HK. induction T as [t c k | l IHl r IHr]; simpl in *.
-    + destruct (Hterms t c k (or_introl eq_refl)) as [alpha [alpha_hat [Ha [-> [-> ->]]]]].
-      split; [nra | split; [lra | apply decay_square_rel; exact Ha]].
-    + split; [apply IHl | apply IHr]; intros t c k Hin; apply Hterms, in_or_app; tauto.
-  - rewrite <- HK. apply depth_le_count.
-  - clear HK. induction T as [t c k | l IHl r IHr]; simpl in *.
-    + destruct (Hterms t c k (or_introl eq_refl)) as [alpha [alpha_hat [_ [_ [_ ->]]]]]. lra.
-    + split; [apply IHl | apply IHr]; intros t c k Hin; apply Hterms, in_or_app; tauto.
+  - intros t c k [alpha [alpha_hat [Ha [-> [-> ->]]]]].
+    split; [nra | split; [lra | split; [lra | apply decay_square_rel; exact Ha]]].
 Qed.
 
 (** The leaf's four entries, exact and as the reference computes them from Â and N̂ (Kr = K). *)

@@ -57,19 +57,13 @@ Theorem innovation_rel : forall (T : sum_tree) K E_max,
 Proof.
   intros T K E_max HE HK Hleaves.
   pose proof (eta_nonneg u u_bounds) as He.
-  replace K with (S K - 1)%nat by lia. rewrite <- HK.
-  apply (uniform_sum_rel u u_bounds fl fl_everywhere).
-  - clear HK. induction T as [t c k | l IHl r IHr]; simpl in *.
-    + destruct (Hleaves (t, c, k) (or_introl eq_refl)) as [[Ht [-> ->]] | [p [p_hat [key [E [Hp [HE' [Hr [-> [-> ->]]]]]]]]]].
-      * split; [exact Ht | split; [lra | apply rel_refl]].
-      * split; [assert (0 <= key * key) by nra; nra|].
-        split; [lra | apply innovation_term_rel; exact Hr].
-    + split; [apply IHl | apply IHr]; intros leaf Hin; apply Hleaves, in_or_app; tauto.
-  - apply depth_le_count.
-  - clear HK. induction T as [t c k | l IHl r IHr]; simpl in *.
-    + destruct (Hleaves (t, c, k) (or_introl eq_refl)) as [[_ [_ ->]] | [p [p_hat [key [E [_ [HE' [_ [_ [_ ->]]]]]]]]]];
-        lra.
-    + split; [apply IHl | apply IHr]; intros leaf Hin; apply Hleaves, in_or_app; tauto.
+  replace K with (S K - 1)%nat by lia.
+  refine (uniform_sum_rel_terms u u_bounds fl fl_everywhere (fun t c k => innovation_leaf E_max (t, c, k))
+            _ T (S K) _ (fun t c k H => Hleaves (t, c, k) H) HK).
+  intros t c k [[Ht [-> ->]] | [p [p_hat [key [E [Hp [HE' [Hr [-> [-> ->]]]]]]]]]].
+  - split; [exact Ht | split; [lra | split; [lra | apply rel_refl]]].
+  - split; [assert (0 <= key * key) by nra; nra|].
+    split; [lra | split; [lra | apply innovation_term_rel; exact Hr]].
 Qed.
 
 (** The gain of channel i. *)
@@ -144,16 +138,10 @@ Theorem key_norm_rel : forall (T : sum_tree) K, leaf_count T = K -> (1 <= K)%nat
 Proof.
   intros T K HK HK1 Hterms.
   pose proof (eta_nonneg u u_bounds) as He.
-  eapply rel_mono; [|apply (uniform_sum_rel u u_bounds fl fl_everywhere T (K - 1) (eta u))].
+  eapply rel_mono; [|refine (uniform_sum_rel_terms u u_bounds fl fl_everywhere _ (eta u) T K _ Hterms HK)].
   - rewrite minus_INR by lia. simpl (INR 1). lra.
-  - clear HK. induction T as [t c k | l IHl r IHr]; simpl in *.
-    + destruct (Hterms t c k (or_introl eq_refl)) as [key [-> [-> ->]]].
-      split; [nra | split; [lra|]]. eapply rel_mono; [|apply round, rel_refl]. lra.
-    + split; [apply IHl | apply IHr]; intros t c k Hin; apply Hterms, in_or_app; tauto.
-  - rewrite <- HK. apply depth_le_count.
-  - clear HK. induction T as [t c k | l IHl r IHr]; simpl in *.
-    + destruct (Hterms t c k (or_introl eq_refl)) as [key [_ [_ ->]]]. lra.
-    + split; [apply IHl | apply IHr]; intros t c k Hin; apply Hterms, in_or_app; tauto.
+  - intros t c k [key [-> [-> ->]]].
+    split; [nra | split; [lra | split; [lra|]]]. eapply rel_mono; [|apply round, rel_refl]. lra.
 Qed.
 
 (** The isotropic gain β̂ = fl(b̂ / fl(r + fl(b̂ N̂))). *)

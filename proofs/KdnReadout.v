@@ -62,16 +62,10 @@ Theorem diagonal_readout_variance_rel : forall (T : sum_tree) K a E_max tau tau_
 Proof.
   intros T K a E_max tau tau_hat Ha HK Ht Hterms.
   pose proof (eta_nonneg u u_bounds) as He.
-  apply (uniform_sum_rel u u_bounds fl fl_everywhere).
-  - clear HK. induction T as [t c k | l IHl r IHr]; simpl in *.
-    + destruct (Hterms t c k (or_introl eq_refl)) as [q [p [p_hat [E [Hp [HE [Hr [-> [-> ->]]]]]]]]].
-      split; [assert (0 <= tau * q * (tau * q)) by nra; nra|].
-      split; [nra | apply (diagonal_term_rel a E tau tau_hat q p p_hat Ht Hr)].
-    + split; [apply IHl | apply IHr]; intros t c k Hin; apply Hterms, in_or_app; tauto.
-  - rewrite <- HK. apply depth_le_count.
-  - clear HK. induction T as [t c k | l IHl r IHr]; simpl in *.
-    + destruct (Hterms t c k (or_introl eq_refl)) as [q [p [p_hat [E [_ [HE [_ [_ [_ ->]]]]]]]]]. lra.
-    + split; [apply IHl | apply IHr]; intros t c k Hin; apply Hterms, in_or_app; tauto.
+  refine (uniform_sum_rel_terms u u_bounds fl fl_everywhere _ (E_max + (2 * a + 4) * eta u) T K _ Hterms HK).
+  intros t c k [q [p [p_hat [E [Hp [HE [Hr [-> [-> ->]]]]]]]]].
+  split; [assert (0 <= tau * q * (tau * q)) by nra; nra|].
+  split; [nra | split; [lra | apply (diagonal_term_rel a E tau tau_hat q p p_hat Ht Hr)]].
 Qed.
 
 (** The isotropic KDN: Q̂ = Σ_i fl(s_i s_i) by any tree of K leaves, then fl(b̂ Q̂), b̂ within E of b. *)
@@ -85,15 +79,9 @@ Proof.
   intros T K a E tau tau_hat b b_hat Ha HK Ht Hb Hterms.
   pose proof (eta_nonneg u u_bounds) as He.
   assert (HQ : rel ((2 * a + 3) * eta u + INR (K - 1) * eta u) (exact_sum T) (computed_sum T)).
-  { apply (uniform_sum_rel u u_bounds fl fl_everywhere).
-    - clear HK. induction T as [t c k | l IHl r IHr]; simpl in *.
-      + destruct (Hterms t c k (or_introl eq_refl)) as [q [-> [-> ->]]].
-        split; [nra | split; [nra | apply (scaled_square_rel a tau tau_hat q Ht)]].
-      + split; [apply IHl | apply IHr]; intros t c k Hin; apply Hterms, in_or_app; tauto.
-    - rewrite <- HK. apply depth_le_count.
-    - clear HK. induction T as [t c k | l IHl r IHr]; simpl in *.
-      + destruct (Hterms t c k (or_introl eq_refl)) as [q [_ [_ ->]]]. lra.
-      + split; [apply IHl | apply IHr]; intros t c k Hin; apply Hterms, in_or_app; tauto. }
+  { refine (uniform_sum_rel_terms u u_bounds fl fl_everywhere _ ((2 * a + 3) * eta u) T K _ Hterms HK).
+    intros t c k [q [-> [-> ->]]].
+    split; [nra | split; [nra | split; [lra | apply (scaled_square_rel a tau tau_hat q Ht)]]]. }
   eapply rel_mono; [|apply round, rel_mul; [exact Hb | exact HQ]]. lra.
 Qed.
 

@@ -55,13 +55,12 @@ Theorem readout_variance_error : forall (T : sum_tree) (S : nat),
   Rabs (computed_sum T - exact_sum T) <= budget (S - 1) T.
 Proof.
   intros T S HS Hterms. apply (sum_tree_error u u_bounds fl fl_everywhere).
-  - clear HS. induction T as [t c k | l IHl r IHr]; simpl in *.
-    + destruct (Hterms t c k (or_introl eq_refl)) as [q [lambda [lambda_hat [E [Hl [HE [Hr [-> [-> ->]]]]]]]]].
-      pose proof (eta_nonneg u u_bounds).
-      assert (0 <= q * q) by nra. assert (0 < / lambda) by (apply Rinv_0_lt_compat; exact Hl).
-      split; [unfold Rdiv; nra|].
-      split; [lra | apply variance_term_rel; assumption].
-    + split; [apply IHl | apply IHr]; intros t c k Hin; apply Hterms, in_or_app; tauto.
+  - refine (leaves_ok_from_terms _ T _ Hterms).
+    intros t c k [q [lambda [lambda_hat [E [Hl [HE [Hr [-> [-> ->]]]]]]]]].
+    pose proof (eta_nonneg u u_bounds).
+    assert (0 <= q * q) by nra. assert (0 < / lambda) by (apply Rinv_0_lt_compat; exact Hl).
+    split; [unfold Rdiv; nra|].
+    split; [lra | apply variance_term_rel; assumption].
   - rewrite <- HS. apply depth_le_count.
 Qed.
 

@@ -195,6 +195,38 @@ Proof.
     + field. exact Hz.
 Qed.
 
+(** The leaves' conditions from a property P that every leaf of [leaf_terms T] has: the form in
+    which the readout and gain theorems state their terms. *)
+Lemma leaves_ok_from_terms : forall (P : R -> R -> R -> Prop) T,
+  (forall t c k, P t c k -> 0 <= t /\ 0 <= k /\ rel k t c) ->
+  (forall t c k, In (t, c, k) (leaf_terms T) -> P t c k) -> leaves_ok T.
+Proof.
+  intros P T HP. induction T as [t c k | l IHl r IHr]; simpl; intros Hin.
+  - exact (HP t c k (Hin t c k (or_introl eq_refl))).
+  - split; [apply IHl | apply IHr]; intros t c k H; apply Hin, in_or_app; tauto.
+Qed.
+
+Lemma leaves_within_from_terms : forall (P : R -> R -> R -> Prop) k T,
+  (forall t c k', P t c k' -> k' <= k) ->
+  (forall t c k', In (t, c, k') (leaf_terms T) -> P t c k') -> leaves_within k T.
+Proof.
+  intros P k T HP. induction T as [t c k' | l IHl r IHr]; simpl; intros Hin.
+  - exact (HP t c k' (Hin t c k' (or_introl eq_refl))).
+  - split; [apply IHl | apply IHr]; intros t c k'' H; apply Hin, in_or_app; tauto.
+Qed.
+
+(** [uniform_sum_rel] for a tree of K leaves, each with P, P bounding every leaf by k. *)
+Corollary uniform_sum_rel_terms : forall (P : R -> R -> R -> Prop) k T K,
+  (forall t c k', P t c k' -> 0 <= t /\ 0 <= k' /\ k' <= k /\ rel k' t c) ->
+  (forall t c k', In (t, c, k') (leaf_terms T) -> P t c k') -> leaf_count T = K ->
+  rel (k + INR (K - 1) * eta u) (exact_sum T) (computed_sum T).
+Proof.
+  intros P k T K HP Hin HK. apply uniform_sum_rel.
+  - apply (leaves_ok_from_terms P T); [|exact Hin]. intros t c k' H. destruct (HP t c k' H) as [? [? [? ?]]]. tauto.
+  - rewrite <- HK. apply depth_le_count.
+  - apply (leaves_within_from_terms P k T); [|exact Hin]. intros t c k' H. destruct (HP t c k' H) as [? [? [? ?]]]. exact H2.
+Qed.
+
 (** The reference's order: from +0, s = 0, 1, …: the left comb over the terms, the first addition
     0 + t̂₀ exact (t̂₀ is a rounded value: [fl_idem]). *)
 Hypothesis fl_idem : forall x, fl (fl x) = fl x.
