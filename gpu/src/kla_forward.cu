@@ -1,5 +1,7 @@
-// The fused KLA forward kernel and its launchers (include/kalman_oracle/gpu/kla_forward.hpp;
-// docs/kernels.md, "KLA forward").
+// The fused KLA forward kernels and their launchers (include/kalman_oracle/gpu/kla_forward.hpp;
+// docs/kernels.md, "KLA forward"). Where kla_forward_split_for(S) groups the elements (S a multiple
+// of 4: every benchmark shape) the launcher runs kla_forward_grouped.cuh's kernel, several elements
+// a thread; otherwise the kernel here.
 //
 // Schedule. One thread per element (b, m, s) folds the tokens in order with the per-element
 // arithmetic of models/kla.cuh, keeping (λ, η) in registers: the sequential recursion of
@@ -21,6 +23,7 @@
 #include "kalman_oracle/gpu/kla_forward.hpp"
 #include "kalman_oracle/gpu/models/kla.cuh"
 #include "kla_block.cuh"
+#include "kla_forward_grouped.cuh"
 
 namespace kalman_oracle::gpu {
 namespace {
@@ -156,10 +159,41 @@ void launch(const kla_forward_problem& p) {
   check_cuda(cudaGetLastError(), "kla_forward_kernel");
 }
 
+template <class In, bool TokenDecay, int Elements, int Lanes>
+void launch_grouped(const kla_forward_problem& p) {
+  // Whole warps even where M is small (the butterfly's shuffles take every lane of a warp); threads
+  // of channels past M only take part in them.
+  const int per_block = kla_grouped_threads / Lanes;
+  const std::size_t shared = kla_grouped_shared_bytes(p.state, per_block);
+  auto* kernel = &kla_forward_grouped_kernel<In, TokenDecay, Elements, Lanes>;
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
+             "cudaFuncSetAttribute(kla_forward_grouped_kernel)");
+  const dim3 grid((p.channels + per_block - 1) / per_block, p.batch);
+  kernel<<<grid, per_block * Lanes, shared, static_cast<cudaStream_t>(p.stream)>>>(p, per_block);
+  check_cuda(cudaGetLastError(), "kla_forward_grouped_kernel");
+}
+
+/// The kernel of kla_forward_split_for(S): grouped (Elements, Lanes as compile-time knobs) or one
+/// element a thread.
+template <class In, bool TokenDecay>
+void launch_split(const kla_forward_problem& p) {
+  const kla_forward_split split = kla_forward_split_for(p.state);
+  if (!split.grouped) return launch<In, TokenDecay>(p);
+  if (split.elements == 8) return launch_grouped<In, TokenDecay, 8, 32>(p);
+  switch (split.lanes) {
+    case 1: return launch_grouped<In, TokenDecay, 4, 1>(p);
+    case 2: return launch_grouped<In, TokenDecay, 4, 2>(p);
+    case 4: return launch_grouped<In, TokenDecay, 4, 4>(p);
+    case 8: return launch_grouped<In, TokenDecay, 4, 8>(p);
+    case 16: return launch_grouped<In, TokenDecay, 4, 16>(p);
+    default: return launch_grouped<In, TokenDecay, 4, 32>(p);
+  }
+}
+
 template <class In>
 void launch_typed(const kla_forward_problem& p) {
   const bool token_decay = p.a_bar.stride[1] != 0 || p.p_bar.stride[1] != 0;
-  token_decay ? launch<In, true>(p) : launch<In, false>(p);
+  token_decay ? launch_split<In, true>(p) : launch_split<In, false>(p);
 }
 
 }  // namespace

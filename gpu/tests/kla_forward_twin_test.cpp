@@ -1,7 +1,7 @@
 // The KLA forward twin's own rules (label `twin`): what the conformance tests over the fixtures do
 // not reach. Every BF16 and F16 bit pattern widens to the value the safetensors reader decodes
 // (exhaustively: the kernels' inputs are exact); T = 0 returns the prior; sizes outside the kernel's
-// range are refused by name. The twin's values are checked against the fixtures through `conform`
+// range are refused by name; the readout sums go in the order docs/kernels.md gives each split. The twin's values are checked against the fixtures through `conform`
 // (gpu/CMakeLists.txt: twin.kla_forward.*), with a planted bug caught there.
 #include <doctest/doctest.h>
 
@@ -66,5 +66,56 @@ TEST_SUITE("twin") {
     p.state = 2;
     p.tokens = 1;  // now q, k, v, ... are needed
     CHECK_THROWS_WITH_AS(kla_forward_twin(p), doctest::Contains("q is missing"), std::invalid_argument);
+  }
+
+  TEST_CASE("twin: the readout sums in the kernels' orders (grouped lanes, or in order from +0)") {
+    // Terms whose sums depend on the order: 1, then alternately 2^-24 and 2^-25 (a tie-breaking
+    // mix), so each order's result is checked against that order spelt out.
+    const auto terms_of = [](int S) {
+      std::vector<float> terms(static_cast<std::size_t>(S));
+      for (int s = 0; s < S; ++s) terms[s] = s == 0 ? 1.0f : (s % 2 ? 0x1p-24f : 0x1p-25f);
+      return terms;
+    };
+    const auto lane_sum = [](const std::vector<float>& t, int first, int elements) {
+      float sum = t[first];
+      for (int g = 1; g < elements; ++g) sum = add_rn(sum, t[first + g]);
+      return sum;
+    };
+    {  // S = 16: four elements a thread, four lanes: (L0 + L1) + (L2 + L3)
+      const auto t = terms_of(16);
+      const float want =
+          add_rn(add_rn(lane_sum(t, 0, 4), lane_sum(t, 4, 4)), add_rn(lane_sum(t, 8, 4), lane_sum(t, 12, 4)));
+      CHECK(kla_forward_split_for(16).grouped);
+      CHECK(kla_forward_readout_sum(t.data(), 16) == want);
+    }
+    {  // S = 20: five lanes of four in a group of eight, the last three without elements (+0)
+      const auto t = terms_of(20);
+      const float first_four =
+          add_rn(add_rn(lane_sum(t, 0, 4), lane_sum(t, 4, 4)), add_rn(lane_sum(t, 8, 4), lane_sum(t, 12, 4)));
+      const float want = add_rn(first_four, add_rn(add_rn(lane_sum(t, 16, 4), 0.0f), add_rn(0.0f, 0.0f)));
+      CHECK(kla_forward_split_for(20).lanes == 8);
+      CHECK(kla_forward_readout_sum(t.data(), 20) == want);
+    }
+    {  // S = 256: eight elements a thread, 32 lanes
+      const auto t = terms_of(256);
+      std::vector<float> lanes(32);
+      for (int j = 0; j < 32; ++j) lanes[j] = lane_sum(t, 8 * j, 8);
+      for (int width = 32; width > 1; width /= 2)
+        for (int i = 0; i < width / 2; ++i) lanes[i] = add_rn(lanes[2 * i], lanes[2 * i + 1]);
+      CHECK(kla_forward_split_for(256).elements == 8);
+      CHECK(kla_forward_readout_sum(t.data(), 256) == lanes[0]);
+    }
+    {  // S = 6: not a multiple of 4, one element a thread, in order from +0
+      const auto t = terms_of(6);
+      float want = 0.0f;
+      for (const float x : t) want = add_rn(want, x);
+      CHECK_FALSE(kla_forward_split_for(6).grouped);
+      CHECK(kla_forward_readout_sum(t.data(), 6) == want);
+    }
+    // The orders differ on these terms (so the checks above can tell them apart).
+    const auto t = terms_of(16);
+    float in_order = 0.0f;
+    for (const float x : t) in_order = add_rn(in_order, x);
+    CHECK(kla_forward_readout_sum(t.data(), 16) != in_order);
   }
 }

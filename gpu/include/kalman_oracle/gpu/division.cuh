@@ -85,12 +85,16 @@ struct markstein_division {
     in_range &= in_markstein_range(x);
     return quotient_in_range(x, d);
   }
+  /// x / d for a dividend whose range the caller has checked and folded into in_range already (a
+  /// loop-invariant ā, or a state the previous step checked as a divisor: models/kla.cuh).
+  KALMAN_ORACLE_HD float checked_dividend(float x, const divisor& d) const { return quotient_in_range(x, d); }
 };
 
 /// IEEE quotients, div_rn (no reciprocal formed).
 struct ieee_division {
   KALMAN_ORACLE_HD divisor by(float d) const { return {d, 0.0f}; }
   KALMAN_ORACLE_HD float operator()(float x, const divisor& d) const { return div_rn(x, d.value); }
+  KALMAN_ORACLE_HD float checked_dividend(float x, const divisor& d) const { return div_rn(x, d.value); }
 };
 
 /// RN(x / d) for every binary32 x and d, through the shared reciprocal where both are in range.

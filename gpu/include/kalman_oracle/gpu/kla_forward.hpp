@@ -48,6 +48,24 @@ inline int kla_channels_per_block(int S, int M) {
   return fit < 1 ? 1 : (fit < M ? fit : M);
 }
 
+/// How the forward kernel lays one channel's S elements over threads (docs/kernels.md, "KLA
+/// forward: several elements a thread"). `grouped`: each thread takes `elements` consecutive s (4,
+/// or 8 when S > 128), `lanes` threads a channel (the power of two that holds S; lanes past S have
+/// no elements), and a channel's readout sums go in kla_forward_readout_order. Otherwise (S not a
+/// multiple of `elements`) one thread takes one element and a channel's terms are summed in order
+/// s = 0, 1, … from +0.
+struct kla_forward_split {
+  bool grouped;
+  int elements, lanes;
+};
+inline kla_forward_split kla_forward_split_for(int S) {
+  const int elements = S > 128 ? 8 : 4;
+  if (S % elements != 0) return {false, 1, S};
+  int lanes = 1;
+  while (lanes * elements < S) lanes *= 2;
+  return {true, elements, lanes};
+}
+
 /// std::invalid_argument ("<who>: ...") unless B, M >= 1, T >= 0 and 1 <= S <= 256.
 inline void kla_check_sizes(const kla_forward_problem& p, const char* who) {
   const auto fail = [who](const std::string& what) { throw std::invalid_argument(std::string(who) + ": " + what); };

@@ -36,35 +36,53 @@ struct kla_element_state {
   float lambda, eta;
 };
 
-/// kla_element_step with the quotients of `divide` (division.cuh).
+/// One element's decay for a token: ā, its square (the step's ā², formed once where ā is static) and p̄.
+struct kla_element_decay {
+  float a_bar, a_squared, p_bar;
+};
+
+KALMAN_ORACLE_HD kla_element_decay kla_decay(float a_bar, float p_bar) { return {a_bar, mul_rn(a_bar, a_bar), p_bar}; }
+
+/// kla_element_step with the quotients of `divide` (division.cuh). The dividends λ_{t−1} and ā are
+/// the caller's to check: with markstein_division, both in range must already be folded into
+/// divide.in_range (kla_step_dividends_in_range), the other values are checked here.
 template <class Division>
-KALMAN_ORACLE_HD kla_element_state kla_element_step_by(Division& divide, const kla_element_state& previous, float a_bar,
-                                                       float p_bar, float key, float precision, float value) {
+KALMAN_ORACLE_HD kla_element_state kla_element_step_by(Division& divide, const kla_element_state& previous,
+                                                       const kla_element_decay& decay, float key, float precision,
+                                                       float value) {
   // ā² + p̄ λ_{t-1}: one rounding fewer than the reference's on p̄λ, the step still within 4η (proofs/KlaStep.v,
   // kla_step_fma_rel).
-  const divisor den = divide.by(fma_rn(p_bar, previous.lambda, mul_rn(a_bar, a_bar)));
-  const float phi = mul_rn(mul_rn(precision, key), key);           // φ = Λ k²
-  const float lambda = add_rn(divide(previous.lambda, den), phi);  // λ_t
+  const divisor den = divide.by(fma_rn(decay.p_bar, previous.lambda, decay.a_squared));
+  const float phi = mul_rn(mul_rn(precision, key), key);                            // φ = Λ k²
+  const float lambda = add_rn(divide.checked_dividend(previous.lambda, den), phi);  // λ_t
 #if defined(__CUDA_ARCH__)
-  const float alpha = divide(a_bar, den);  // α_t = ā / den_t, from the previous precision
+  const float alpha = divide.checked_dividend(decay.a_bar, den);  // α_t = ā / den_t, from the previous precision
 #else
   // The planted bug of the twin's meta-test (gpu/CMakeLists.txt): α from the new precision.
-  const float alpha = KALMAN_ORACLE_MUTANT(gpu_kla_alpha_from_new_precision, divide(a_bar, den),
-                                           div_rn(a_bar, fma_rn(p_bar, lambda, mul_rn(a_bar, a_bar))));
+  const float alpha =
+      KALMAN_ORACLE_MUTANT(gpu_kla_alpha_from_new_precision, divide.checked_dividend(decay.a_bar, den),
+                           div_rn(decay.a_bar, fma_rn(decay.p_bar, lambda, mul_rn(decay.a_bar, decay.a_bar))));
 #endif
   const float rho = mul_rn(mul_rn(value, precision), key);  // ρ = v Λ k
   return {lambda, fma_rn(alpha, previous.eta, rho)};
 }
 
+/// Whether the step's dividends λ_{t−1} and ā lie in the shared-reciprocal range (division.cuh).
+KALMAN_ORACLE_HD bool kla_step_dividends_in_range(const kla_element_state& previous, float a_bar) {
+  return in_markstein_range(previous.lambda) && in_markstein_range(a_bar);
+}
+
 /// One token of one element, from the previous state and this token's ā, p̄, k, Λ and v.
 KALMAN_ORACLE_HD kla_element_state kla_element_step(const kla_element_state& previous, float a_bar, float p_bar,
                                                     float key, float precision, float value) {
+  const kla_element_decay decay = kla_decay(a_bar, p_bar);
   markstein_division fast;
-  const kla_element_state next = kla_element_step_by(fast, previous, a_bar, p_bar, key, precision, value);
+  fast.in_range = kla_step_dividends_in_range(previous, a_bar);
+  const kla_element_state next = kla_element_step_by(fast, previous, decay, key, precision, value);
   if (fast.in_range) [[likely]]
     return next;
   ieee_division exact;
-  return kla_element_step_by(exact, previous, a_bar, p_bar, key, precision, value);
+  return kla_element_step_by(exact, previous, decay, key, precision, value);
 }
 
 /// The readout terms of one element: q η_t / λ_t (for y) and q² / λ_t (for y_var).
@@ -84,13 +102,15 @@ KALMAN_ORACLE_HD kla_readout_terms kla_readout_by(Division& divide, const kla_el
 KALMAN_ORACLE_HD kla_element_state kla_element_step_and_readout(const kla_element_state& previous, float a_bar,
                                                                 float p_bar, float key, float precision, float value,
                                                                 float query, kla_readout_terms& terms) {
+  const kla_element_decay decay = kla_decay(a_bar, p_bar);
   markstein_division fast;
-  const kla_element_state next = kla_element_step_by(fast, previous, a_bar, p_bar, key, precision, value);
+  fast.in_range = kla_step_dividends_in_range(previous, a_bar);
+  const kla_element_state next = kla_element_step_by(fast, previous, decay, key, precision, value);
   terms = kla_readout_by(fast, next, query);
   if (fast.in_range) [[likely]]
     return next;
   ieee_division exact;
-  const kla_element_state exact_next = kla_element_step_by(exact, previous, a_bar, p_bar, key, precision, value);
+  const kla_element_state exact_next = kla_element_step_by(exact, previous, decay, key, precision, value);
   terms = kla_readout_by(exact, exact_next, query);
   return exact_next;
 }

@@ -1,8 +1,9 @@
 // The CPU twin of the fused KLA forward kernel (gpu/src/kla_forward.cu; docs/kernels.md, "KLA
 // forward"): the kernel's schedule, run on the CPU over the same per-element arithmetic
 // (models/kla.cuh). Per element (b, m, s) the kernel folds the tokens in order, as here; per (b, t,
-// m) it sums the S readout terms in order s = 0, 1, … from +0, as here. Nothing else is ordered: the
-// elements are independent. So the twin computes the kernel's bits, which the GPU test checks.
+// m) it sums the S readout terms in the order of its split (kla_forward_readout_sum), as here.
+// Nothing else is ordered: the elements are independent. So the twin computes the kernel's bits,
+// which the GPU test checks.
 #pragma once
 
 #include <vector>
@@ -12,12 +13,44 @@
 
 namespace kalman_oracle::gpu {
 
+/// y or y_var of one (b, t, m) from its S readout terms, in the forward kernel's order
+/// (kla_forward_split_for). Grouped: each lane sums its `elements` terms from the first, in order
+/// (a lane without elements gives +0), then the lanes' sums are added pairwise, neighbours first
+/// (lanes 0 + 1, 2 + 3, …, then those sums the same way): the kernel's butterfly of shuffles, whose
+/// lane j adds its own sum and lane j ^ 2^level's, the same bits either way round (binary32
+/// addition commutes). Otherwise in order s = 0, 1, … from +0. Every such order is a binary tree of
+/// depth at most S − 1 over the S terms (and exact zeros), the readout bounds' hypothesis
+/// (docs/error-model.md, "KLA").
+inline float kla_forward_readout_sum(const float* terms, int S) {
+  const kla_forward_split split = kla_forward_split_for(S);
+  if (!split.grouped) {
+    float sum = 0.0f;
+    for (int s = 0; s < S; ++s) sum = add_rn(sum, terms[s]);
+    return sum;
+  }
+  float lane_sums[32];
+  for (int lane = 0; lane < split.lanes; ++lane) {
+    const int first = lane * split.elements;
+    if (first >= S) {
+      lane_sums[lane] = 0.0f;
+      continue;
+    }
+    float sum = terms[first];
+    for (int g = 1; g < split.elements; ++g) sum = add_rn(sum, terms[first + g]);
+    lane_sums[lane] = sum;
+  }
+  for (int width = split.lanes; width > 1; width /= 2)
+    for (int i = 0; i < width / 2; ++i) lane_sums[i] = add_rn(lane_sums[2 * i], lane_sums[2 * i + 1]);
+  return lane_sums[0];
+}
+
 namespace detail {
 
 template <class In>
 void kla_forward_twin_typed(const kla_forward_problem& p) {
   const long long B = p.batch, T = p.tokens, M = p.channels, S = p.state;
   std::vector<kla_element_state> state(static_cast<std::size_t>(M * S));
+  std::vector<float> mean_terms(static_cast<std::size_t>(S)), variance_terms(static_cast<std::size_t>(S));
   for (long long b = 0; b < B; ++b) {
     for (long long m = 0; m < M; ++m)
       for (long long s = 0; s < S; ++s)
@@ -33,7 +66,6 @@ void kla_forward_twin_typed(const kla_forward_problem& p) {
       for (long long m = 0; m < M; ++m) {
         const float precision = load_widened<In>(p.Lambda, offset_of(p.Lambda, b, t, m));
         const float value = load_widened<In>(p.v, offset_of(p.v, b, t, m));
-        float y = 0.0f, y_var = 0.0f;
         for (long long s = 0; s < S; ++s) {
           kla_element_state& x = state[m * S + s];
           kla_readout_terms terms;
@@ -41,11 +73,11 @@ void kla_forward_twin_typed(const kla_forward_problem& p) {
                                            load_widened<In>(p.p_bar, offset_of(p.p_bar, b, t, m, s)),
                                            load_widened<In>(p.k, offset_of(p.k, b, t, s)), precision, value,
                                            load_widened<In>(p.q, offset_of(p.q, b, t, s)), terms);
-          y = add_rn(y, terms.mean);
-          y_var = add_rn(y_var, terms.variance);
+          mean_terms[s] = terms.mean;
+          variance_terms[s] = terms.variance;
         }
-        p.y[(b * T + t) * M + m] = y;
-        p.y_var[(b * T + t) * M + m] = y_var;
+        p.y[(b * T + t) * M + m] = kla_forward_readout_sum(mean_terms.data(), static_cast<int>(S));
+        p.y_var[(b * T + t) * M + m] = kla_forward_readout_sum(variance_terms.data(), static_cast<int>(S));
       }
     }
     for (long long i = 0; i < M * S; ++i) {
