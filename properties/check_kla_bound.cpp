@@ -106,6 +106,31 @@ TEST_SUITE("error_bound") {
     });
   }
 
+  TEST_CASE("error_bound: den_log_error bounds how far den = a^2 + p lambda moves when lambda moves by e^(+-E)") {
+    // The lemma the mean bound rests on (check/kla_bound.hpp, den_log_error): checked at the two
+    // ends, where a monotone den moves most, against 256-bit values. The planted bug
+    // kla_den_weight_ignores_previous (λ's error dropped) fails here at once; the property above does
+    // not see it, since the binary32 runs err far less than the bounds they are checked against.
+    check_property("kla_den_log_error_bounds_den", [] {
+      const auto seed = *rc::gen::arbitrary<std::uint64_t>();
+      std::mt19937_64 rng(seed);
+      const double a = std::pow(10.0, uniform_float(rng, -2, 0));
+      const double p = *rc::gen::arbitrary<bool>() ? 0.0 : std::pow(10.0, uniform_float(rng, -6, 2));
+      const double lambda = std::pow(10.0, uniform_float(rng, -3, 3));
+      const double E = std::pow(10.0, uniform_float(rng, -8, 0));
+      precision_scope scope(256);
+      const mpfr_real den = mpfr_real(a) * mpfr_real(a) + mpfr_real(p) * mpfr_real(lambda);
+      const double w = check::upward_double(mpfr_real(p) * mpfr_real(lambda) / den);
+      const double D = check::den_log_error(w, E);
+      RC_ASSERT(D <= E);
+      for (const double sign : {-1.0, 1.0}) {
+        const mpfr_real moved =
+            mpfr_real(a) * mpfr_real(a) + mpfr_real(p) * mpfr_real(lambda) * exp(mpfr_real(sign * E));
+        RC_ASSERT(abs(log(moved) - log(den)) <= mpfr_real(D));
+      }
+    });
+  }
+
   TEST_CASE("error_bound: the binary32 KLA adjoint within twice its first-order running error bound") {
     // The gradients' per-element budgets (docs/error-model.md, "Gradients: first-order running
     // error"): the reference's adjoint over running_error<MPFR> bounds, to first order, the same
