@@ -69,8 +69,9 @@ double upward_double(const T& x) {
 /// mean and y"): den is increasing in λ, so |ln den(λ̂) − ln den(λ)| is largest at λ̂ = λe^{±E}:
 /// ln(1 + w(e^E − 1)) upward, −ln(1 − w(1 − e^{−E})) downward, and the first is the larger
 /// ((1 + wa)(1 − wb) = 1 + w(1 − w)ab >= 1 for a = e^E − 1, b = 1 − e^{−E}, since a − b = ab). At
-/// most E (w = 1); 0 where p̄ = 0, where den does not read λ at all. Inflated for its own binary64
-/// evaluation (w rounded up by the caller).
+/// most E (w = 1); 0 where p̄ = 0, where den does not read λ at all (machine-checked:
+/// proofs/AffineLogWeight.v, affine_log_weight). Inflated for its own binary64 evaluation (w
+/// rounded up by the caller).
 inline double den_log_error(double w, double E) {
   // The planted bug of the meta-test kla_den_weight_ignores_previous: the previous precision's error dropped.
   return KALMAN_ORACLE_MUTANT(kla_den_weight_ignores_previous,
