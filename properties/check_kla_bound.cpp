@@ -106,12 +106,12 @@ TEST_SUITE("error_bound") {
     });
   }
 
-  TEST_CASE("error_bound: den_log_error bounds how far den = a^2 + p lambda moves when lambda moves by e^(+-E)") {
-    // The lemma the mean bound rests on (check/kla_bound.hpp, den_log_error): checked at the two
+  TEST_CASE("error_bound: affine_log_error bounds how far den = a^2 + p lambda moves when lambda moves by e^(+-E)") {
+    // The lemma the mean bound rests on (check/contraction_bound.hpp, affine_log_error): checked at the two
     // ends, where a monotone den moves most, against 256-bit values. The planted bug
-    // kla_den_weight_ignores_previous (λ's error dropped) fails here at once; the property above does
+    // log_weight_ignores_error (λ's error dropped) fails here at once; the property above does
     // not see it, since the binary32 runs err far less than the bounds they are checked against.
-    check_property("kla_den_log_error_bounds_den", [] {
+    check_property("kla_affine_log_error_bounds_den", [] {
       const auto seed = *rc::gen::arbitrary<std::uint64_t>();
       std::mt19937_64 rng(seed);
       const double a = std::pow(10.0, uniform_float(rng, -2, 0));
@@ -121,7 +121,7 @@ TEST_SUITE("error_bound") {
       precision_scope scope(256);
       const mpfr_real den = mpfr_real(a) * mpfr_real(a) + mpfr_real(p) * mpfr_real(lambda);
       const double w = check::upward_double(mpfr_real(p) * mpfr_real(lambda) / den);
-      const double D = check::den_log_error(w, E);
+      const double D = check::affine_log_error(w, E);
       RC_ASSERT(D <= E);
       for (const double sign : {-1.0, 1.0}) {
         const mpfr_real moved =

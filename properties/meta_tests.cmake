@@ -55,7 +55,7 @@ set(KALMAN_ORACLE_META_TESTS
   gla_bound_forgets_history:error_bound
   contraction_bound_drops_child:error_bound
   affine_bound_drops_coefficient_error:error_bound
-  kla_den_weight_ignores_previous:error_bound
+  log_weight_ignores_error:error_bound
   two_key_bound_forgets_history:error_bound
   running_error_sum_drops_rounding:error_bound
   memory_error_bound_drops_carried:error_bound

@@ -46,6 +46,22 @@ inline double log_rounding(double u) { return -std::log1p(-u) * (1 + 0x1p-50); }
 inline constexpr double bound_inflation = 1 + 0x1p-30;
 inline constexpr std::size_t longest_bounded_sequence = std::size_t{1} << 20;
 
+/// How far c + d x (c > 0, d >= 0, x > 0) moves in log when x moves by a factor within e^{±E}, given
+/// its weight w = d x / (c + d x) ∈ [0, 1] (the log-derivative in x along the exact trajectory):
+/// c + d x is increasing in x, so the move is largest at x e^{±E}: ln(1 + w(e^E − 1)) upward,
+/// −ln(1 − w(1 − e^{−E})) downward, and the first is the larger ((1 + wa)(1 − wb) = 1 + w(1 − w)ab
+/// >= 1 for a = e^E − 1, b = 1 − e^{−E}, since a − b = ab). At most E (w = 1), 0 where d = 0
+/// (machine-checked: proofs/AffineLogWeight.v, affine_log_weight). The bounds use it where a value
+/// reads an earlier computed one through such a map: KLA's den = ā² + p̄λ (kla_bound.hpp), the KDNs'
+/// predictions a p + ω, their gains' denominators r + Σ p̂ k² and the isotropic gain b̂/(r + b̂N) =
+/// 1/(N + r/b̂) (docs/error-model.md). Inflated for its own binary64 evaluation (w rounded up by the
+/// caller).
+inline double affine_log_error(double w, double E) {
+  // The planted bug of the meta-test log_weight_ignores_error: the earlier value's error dropped.
+  return KALMAN_ORACLE_MUTANT(log_weight_ignores_error,
+                              std::min(E, std::log1p(std::min(w, 1.0) * std::expm1(E)) * bound_inflation), 0.0);
+}
+
 /// A 2×2 non-negative matrix normalised to max entry 1, in binary64: enough to tell whether the
 /// exact product of a scan node, rescaled as a kernel rescales it, keeps binary32 away from
 /// underflow and overflow (see normalised_in_range).

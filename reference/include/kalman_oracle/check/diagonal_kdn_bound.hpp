@@ -16,9 +16,12 @@
 //   leaf   entries a (5), ω (0), u a (9), 1 + u ω (5): within 9, so the action within 18 (machine-checked:
 //          proofs/KdnLeaf.v, kdn_leaf_fl_within); node 6;
 //          apply 5.
-// Then E(p_t,i) <= E_t,i (the largest over the covered orders), E(p̂_t,i) <= E^prev_t,i + 7,
-// E(κ_t,i) <= E(p̂_t,i) + max_j E(p̂_t,j) + K + 4 (numerator 1; the denominator's terms 2 each past
-// p̂_j, K additions of positive terms; the quotient 1; machine-checked for every summation order:
+// Then E(p_t,i) <= E_t,i (the largest over the covered orders), E(p̂_t,i) <= W(a p / p̂, E^prev_t,i + 6)
+// + 1 (W(w, E) = ln(1 + w(e^E − 1)): how far a p + ω moves when p moves within E, w the term's weight,
+// contraction_bound.hpp's affine_log_error; at w = 1 the count E^prev + 7), E(κ_t,i) <= E(p̂_t,i) +
+// W(Σ p̂ k² / (r + Σ p̂ k²), max_j E(p̂_t,j) + 2) + K + 2 (numerator 1; the denominator's terms 2 each
+// past p̂_j, read through their weight in r + Σ, K additions of positive terms; the quotient 1; at
+// weight 1, E(p̂_i) + max_j E(p̂_j) + K + 4, machine-checked for every summation order:
 // proofs/KdnGain.v, diagonal_gain_rel), the readout variance τ² Σ_i q_i² p_i:
 // max_i E_t,i + K + 7 (as the isotropic model's; machine-checked for every summation order:
 // proofs/KdnReadout.v, diagonal_readout_variance_default).
@@ -96,7 +99,8 @@ diagonal_kdn_error_bound<T> diagonal_kdn_bound(const diagonal_kdn_inputs<T>& inp
       const T mu = pb.mu(h);
       // The exact covariance path, channel by channel: leaves, p̂, p, κ.
       std::vector<std::vector<bounded_leaf>> leaves(K, std::vector<bounded_leaf>(TT));
-      std::vector<T> predicted(TT * K), posterior(TT * K), gain(TT * K), covariance(K);
+      std::vector<T> predicted(TT * K), posterior(TT * K), gain(TT * K), covariance(K), carried(TT * K),
+          innovation_of(TT), noise_of(TT);
       for (std::size_t i = 0; i < K; ++i) covariance[i] = pb.prior(b, h, i);
       for (std::size_t t = 0; t < TT; ++t) {
         const T r = pb.r(b, t, h);
@@ -105,6 +109,7 @@ diagonal_kdn_error_bound<T> diagonal_kdn_bound(const diagonal_kdn_inputs<T>& inp
           const T alpha = pb.decay(b, t, h, i), a = alpha * alpha, omega = pb.omega(b, t, h, i);
           const T k = inputs.k(b, t, h, i), u = mu * k * k / r;
           if (alpha < 0 || alpha > 1) fail(t, "decay outside [0, 1]");
+          carried[t * K + i] = a * covariance[i];
           predicted[t * K + i] = a * covariance[i] + omega;
           posterior[t * K + i] = predicted[t * K + i] / (T(1) + u * predicted[t * K + i]);
           innovation += predicted[t * K + i] * k * k;
@@ -120,6 +125,8 @@ diagonal_kdn_error_bound<T> diagonal_kdn_bound(const diagonal_kdn_inputs<T>& inp
                           scalar_traits<T>::to_double(T(1) + z)};
           covariance[i] = posterior[t * K + i];
         }
+        innovation_of[t] = innovation;
+        noise_of[t] = r;
         for (std::size_t i = 0; i < K; ++i) {
           gain[t * K + i] = predicted[t * K + i] * inputs.k(b, t, h, i) / innovation;
           in_range(t, gain[t * K + i], "the gain");
@@ -141,18 +148,31 @@ diagonal_kdn_error_bound<T> diagonal_kdn_bound(const diagonal_kdn_inputs<T>& inp
       std::vector<T> S = pb.initial_state(b, h), alpha(K), key(K), kappa(K), query(K), decayed(K), local(V);
       two_key_propagation<T> propagation(K, V);
       for (std::size_t t = 0; t < TT; ++t) {
+        // p̂_i = fl(fl(â_i p_i) + ω_i): the term a p within E^prev + 5η (â) + η, through its weight
+        // a p / p̂ (affine_log_error), then the sum's rounding. The gain's denominator r + Σ_j
+        // fl(fl(p̂_j k_j) k_j) reads every p̂_j, each term within E_max + 2η, through the weight
+        // Σ p̂ k² / (r + Σ p̂ k²), then K additions; the numerator 1, the quotient 1
+        // (docs/error-model.md, "Diagonal KDN"; at weight 1 the counts of proofs/KdnGain.v).
+        std::vector<double> e_predicted(K);
         double e_predicted_max = 0, e_now_max = 0;
         for (std::size_t i = 0; i < K; ++i) {
-          e_predicted_max = std::max(e_predicted_max, previous[i][t] + 7 * eta_log);
+          const T& p_hat = predicted[t * K + i];
+          e_predicted[i] = affine_log_error(p_hat > 0 ? upward_double(carried[t * K + i] / p_hat) : 1.0,
+                                            previous[i][t] + 6 * eta_log) +
+                           eta_log;
+          e_predicted_max = std::max(e_predicted_max, e_predicted[i]);
           e_now_max = std::max(e_now_max, now[i][t]);
         }
+        const double e_denominator =
+            affine_log_error(upward_double((innovation_of[t] - noise_of[t]) / innovation_of[t]),
+                             e_predicted_max + 2 * eta_log) +
+            k_count * eta_log;
         T gain_error(0), k2(0), k1(0), q2(0), kappa2(0), dmax(0), variance(0);
         const T tau2 = pb.tau * pb.tau;
         for (std::size_t i = 0; i < K; ++i) {
-          const double e_predicted = previous[i][t] + 7 * eta_log;
-          const double e_gain = e_predicted + e_predicted_max + (k_count + 4) * eta_log;
+          const double e_gain = e_predicted[i] + e_denominator + 2 * eta_log;
           if (e_gain > 1) fail(t, "the gain's log-error bound exceeds 1");
-          out.predicted_covariance(b, t, h, i) = T(std::expm1(e_predicted) * bound_inflation) * predicted[t * K + i];
+          out.predicted_covariance(b, t, h, i) = T(std::expm1(e_predicted[i]) * bound_inflation) * predicted[t * K + i];
           out.gain(b, t, h, i) = T(std::expm1(e_gain) * bound_inflation) * abs(gain[t * K + i]);
           gain_error = std::max(gain_error, T(std::expm1(e_gain) * bound_inflation));
           alpha[i] = pb.decay(b, t, h, i);

@@ -18,11 +18,13 @@
 //   leaf   entries a (K + 5), ω (0), u a (2K + 9), 1 + u ω (K + 5): within 2K + 9 roundings, so the
 //          action within 2(2K + 9) (machine-checked: proofs/IsoLeaf.v, iso_leaf_action); node 6 (a trace
 //          or max-entry rescale included); apply 5.
-// Then E(b_t) <= E_t (the largest over the covered orders), E(b̂_t) <= E^prev_t + K + 7 (the map
-// b ↦ a b + ω has log-derivative <= 1; E^prev from contraction_bound.hpp's previous_log_bound), and
-// E(β_t) <= E(b̂_t) + K + 3 (b̂ ↦ b̂/(r + b̂‖k‖²) has log-derivative r/(r + b̂‖k‖²) <= 1; the
-// denominator's product and sum 1 + 1 past ‖k‖²'s K, the quotient 1; machine-checked:
-// proofs/KdnGain.v, isotropic_gain_rel). The readout variance
+// Then E(b_t) <= E_t (the largest over the covered orders), E(b̂_t) <= W(a b / b̂, E^prev_t + K + 6) + 1
+// (b ↦ a b + ω moves in log by at most W(w, E) = ln(1 + w(e^E − 1)) when b moves within E, w the
+// term's weight: contraction_bound.hpp's affine_log_error; at w = 1 the count E^prev + K + 7;
+// E^prev from previous_log_bound), and E(β_t) <= W(r / (r + b̂‖k‖²), E(b̂_t)) + K + 3 (β = 1/(‖k‖² +
+// r/b̂) reads b̂ through the same lemma; ‖k‖²'s K and the product 1 move the denominator at most as
+// much, the sum and the quotient 1 + 1; at weight 1 machine-checked: proofs/KdnGain.v,
+// isotropic_gain_rel). The readout variance
 // τ² b_t ‖q_t‖²: τ 2 and τq 1 (3), its square 3 + 3 + 1, the K-term sum K − 1, the product with b 1:
 // E_t + K + 7 (machine-checked for every summation order: proofs/KdnReadout.v,
 // isotropic_readout_variance_default).
@@ -105,7 +107,7 @@ isotropic_kdn_error_bound<T> isotropic_kdn_bound(const isotropic_kdn_inputs<T>& 
       for (std::size_t i = 0; i < s0.size(); ++i) memory.initial_state->data()[(b * H + h) * s0.size() + i] = s0[i];
       const T mu = pb.mu(h);
       std::vector<bounded_leaf> leaves(TT);
-      std::vector<T> posterior(TT), predicted(TT), beta(TT), key2(TT), query2(TT);
+      std::vector<T> posterior(TT), predicted(TT), beta(TT), key2(TT), query2(TT), carried(TT), noise(TT), obs(TT);
       T covariance = pb.prior(b, h);
       for (std::size_t t = 0; t < TT; ++t) {
         T decay2_sum(0), k2(0), q2(0);
@@ -118,6 +120,9 @@ isotropic_kdn_error_bound<T> isotropic_kdn_bound(const isotropic_kdn_inputs<T>& 
         }
         const T a = decay2_sum / channels, omega = pb.omega(b, t, h), r = pb.r(b, t, h);
         const T u = mu * k2 / (channels * r);
+        carried[t] = a * covariance;
+        noise[t] = omega;
+        obs[t] = r;
         predicted[t] = a * covariance + omega;
         posterior[t] = predicted[t] / (T(1) + u * predicted[t]);
         beta[t] = predicted[t] / (r + predicted[t] * k2);
@@ -144,8 +149,15 @@ isotropic_kdn_error_bound<T> isotropic_kdn_bound(const isotropic_kdn_inputs<T>& 
              "a covered scan's rescaled product leaves binary32's normal range (a non-zero entry outside "
              "[2^-100, 2^50] or a product term below 2^-120 after rescaling)");
       for (std::size_t t = 0; t < TT; ++t) {
-        const double e_predicted = previous[t] + (k_count + 7) * eta;
-        const double e_beta = e_predicted + (k_count + 3) * eta;
+        // b̂ = fl(fl(â b) + ω): the product's term a b within E^prev + (K + 5)η (â) + η, through the
+        // weight w = a b / b̂ of b̂ = a b + ω, then the sum's rounding. β = b̂ / (r + b̂ N) = 1 / (N + r / b̂)
+        // reads b̂ with weight r / (r + b̂ N), N̂ and the product (K + 1)η at most once, the sum and
+        // the quotient 2 (docs/error-model.md, "Isotropic KDN"; affine_log_error).
+        const double e_predicted = affine_log_error(predicted[t] > 0 ? upward_double(carried[t] / predicted[t]) : 1.0,
+                                                    previous[t] + (k_count + 6) * eta) +
+                                   eta;
+        const double e_beta = affine_log_error(upward_double(obs[t] / (obs[t] + predicted[t] * key2[t])), e_predicted) +
+                              (k_count + 3) * eta;
         if (e_beta > 1) fail(t, "the gain's log-error bound exceeds 1");
         out.predicted_covariance(b, t, h) = T(std::expm1(e_predicted) * bound_inflation) * predicted[t];
         out.beta(b, t, h) = T(std::expm1(e_beta) * bound_inflation) * beta[t];

@@ -34,7 +34,6 @@
 #include "kalman_oracle/check/affine_bound.hpp"
 #include "kalman_oracle/check/contraction_bound.hpp"
 #include "kalman_oracle/check/delta_rule_bound.hpp"
-#include "kalman_oracle/detail/mutant.hpp"
 #include "kalman_oracle/models/kla.hpp"
 #include "kalman_oracle/scalar/traits.hpp"
 
@@ -62,20 +61,6 @@ template <class T>
 double upward_double(const T& x) {
   const double d = scalar_traits<T>::to_double(x);
   return std::nextafter(d, std::numeric_limits<double>::infinity());
-}
-
-/// The log error a λ̂ within e^{±E} of λ puts into den = ā² + p̄λ, and so into α = ā / den, with
-/// w = p̄λ / den ∈ [0, 1] (den's log-derivative in λ; docs/error-model.md, "KLA: the information
-/// mean and y"): den is increasing in λ, so |ln den(λ̂) − ln den(λ)| is largest at λ̂ = λe^{±E}:
-/// ln(1 + w(e^E − 1)) upward, −ln(1 − w(1 − e^{−E})) downward, and the first is the larger
-/// ((1 + wa)(1 − wb) = 1 + w(1 − w)ab >= 1 for a = e^E − 1, b = 1 − e^{−E}, since a − b = ab). At
-/// most E (w = 1); 0 where p̄ = 0, where den does not read λ at all (machine-checked:
-/// proofs/AffineLogWeight.v, affine_log_weight). Inflated for its own binary64 evaluation (w
-/// rounded up by the caller).
-inline double den_log_error(double w, double E) {
-  // The planted bug of the meta-test kla_den_weight_ignores_previous: the previous precision's error dropped.
-  return KALMAN_ORACLE_MUTANT(kla_den_weight_ignores_previous,
-                              std::min(E, std::log1p(std::min(w, 1.0) * std::expm1(E)) * bound_inflation), 0.0);
 }
 
 /// The bound over every covered order; with `only`, the bound of that one scan order (tests check
@@ -154,7 +139,7 @@ kla_error_bound<T> kla_bound(const kla_inputs<T>& inputs, const float_arithmetic
         out.final_lambda(b, m, s) = TT == 0 ? T(0) : out.lambda(b, TT - 1, m, s);
 
         // The information mean (docs/error-model.md, "KLA: the information mean and y"). α̂_t =
-        // fl(ā / fl(ā² + p̄ λ̂_{t−1})) is within e^{±(D_t + 3η)} of α_t, D_t = den_log_error(w_t,
+        // fl(ā / fl(ā² + p̄ λ̂_{t−1})) is within e^{±(D_t + 3η)} of α_t, D_t = affine_log_error(w_t,
         // E^prev_t) with E^prev_t the bound of the λ̂_{t−1} it reads (previous_log_bound) and w_t =
         // p̄λ_{t−1}/den_t; ρ̂ = fl(fl(v Λ) k) within γ2 and underflow.
         const auto previous = previous_log_bound(leaves, rounding, products_in_range, only);
@@ -173,7 +158,7 @@ kla_error_bound<T> kla_bound(const kla_inputs<T>& inputs, const float_arithmetic
             const T rho = in.v(b, t, m) * in.Lambda(b, t, m) * key;
             in_range(t, alpha, "alpha = a_bar / den");
             // p̄ >= 0 and λ > 0 (the inputs' rules, kla_checked_inputs) put w in [0, 1].
-            const double den_error = den_log_error(upward_double(p * lambda_prev / den), previous[t]);
+            const double den_error = affine_log_error(upward_double(p * lambda_prev / den), previous[t]);
             const double coefficient_error = std::expm1(den_error + 3 * eta) * bound_inflation;
             affine_leaves[t] = {scalar_traits<T>::to_double(alpha), upward_double(abs(rho)),
                                 upward_double(alpha * T(coefficient_error)) + underflow_double,
