@@ -38,6 +38,63 @@ struct kla_backward_scratch {
   float *a_rows, *p_rows;                     // [B, M, S]
 };
 
+/// The forward step with IEEE divisions, out of line (kla_element_step's fallback, which inlined
+/// doubled the recomputation's code).
+__device__ __noinline__ kla_element_state kla_exact_step(kla_element_state previous, kla_element_decay decay, float key,
+                                                         float precision, float value) {
+  ieee_division exact;
+  return kla_element_step_by(exact, previous, decay, key, precision, value);
+}
+
+/// kla_element_step (the same bits) with its fallback out of line.
+__device__ __forceinline__ kla_element_state kla_step_fast(const kla_element_state& previous, float a_bar, float p_bar,
+                                                           float key, float precision, float value) {
+  const kla_element_decay decay = kla_decay(a_bar, p_bar);
+  markstein_division fast;
+  fast.in_range = kla_step_dividends_in_range(previous, a_bar);
+  const kla_element_state next = kla_element_step_by(fast, previous, decay, key, precision, value);
+  if (fast.in_range) [[likely]]
+    return next;
+  return kla_exact_step(previous, decay, key, precision, value);
+}
+
+/// The adjoint step's result and the adjoints it leaves, for the out-of-line fallback below.
+struct kla_adjoint_token {
+  kla_gradient_terms terms;
+  kla_element_adjoint adjoint;
+};
+
+/// The reverse step with IEEE divisions (div_rn), out of line: the fallback where a value left the
+/// shared-reciprocal range (inlined, it tripled the step's code).
+__device__ __noinline__ kla_adjoint_token kla_exact_adjoint_step(kla_element_adjoint adjoint,
+                                                                 kla_element_state previous, kla_element_state state,
+                                                                 float a_bar, float p_bar, float key, float query,
+                                                                 float precision, float value, float dy, float dy_var) {
+  kla_adjoint_token out;
+  out.terms =
+      kla_element_adjoint_step(adjoint, previous, state, a_bar, p_bar, key, query, precision, value, dy, dy_var);
+  out.adjoint = adjoint;
+  return out;
+}
+
+/// The reverse step with its eight quotients through four shared reciprocals (λ_t, λ_t², den, den²)
+/// and one range record, and one branch to the fallback: the same bits as kla_element_adjoint_step
+/// (division.cuh), which the twin runs.
+__device__ __forceinline__ kla_gradient_terms kla_adjoint_step_fast(
+    kla_element_adjoint& adjoint, const kla_element_state& previous, const kla_element_state& state, float a_bar,
+    float p_bar, float key, float query, float precision, float value, float dy, float dy_var) {
+  const kla_element_adjoint before = adjoint;
+  markstein_division fast;
+  const kla_gradient_terms terms = kla_element_adjoint_step_by(fast, adjoint, previous, state, a_bar, p_bar, key, query,
+                                                               precision, value, dy, dy_var);
+  if (fast.in_range) [[likely]]
+    return terms;
+  const kla_adjoint_token exact =
+      kla_exact_adjoint_step(before, previous, state, a_bar, p_bar, key, query, precision, value, dy, dy_var);
+  adjoint = exact.adjoint;
+  return exact.terms;
+}
+
 /// The length of a dq / dk term row (one entry a channel of the block): the odd number of
 /// channels_per_block and channels_per_block + 1, so that the writers (consecutive s, stride the row)
 /// hit distinct banks. With one channel a block (S = 256) a row is one float, not two: that keeps
@@ -105,9 +162,9 @@ __global__ void __launch_bounds__(kla_backward_threads)
       checkpoint_eta[at] = x.eta;
       for (int c = 0; c < count; ++c) {
         const long long t = t0 + c;
-        x = kla_element_step(x, load_widened<In>(p.a_bar, offset_of(p.a_bar, b, t, m, s)),
-                             load_widened<In>(p.p_bar, offset_of(p.p_bar, b, t, m, s)), stage.k[kla_staged(s, c)],
-                             stage.Lambda[kla_staged(local, c)], stage.v[kla_staged(local, c)]);
+        x = kla_step_fast(x, load_widened<In>(p.a_bar, offset_of(p.a_bar, b, t, m, s)),
+                          load_widened<In>(p.p_bar, offset_of(p.p_bar, b, t, m, s)), stage.k[kla_staged(s, c)],
+                          stage.Lambda[kla_staged(local, c)], stage.v[kla_staged(local, c)]);
       }
     }
     __syncthreads();
@@ -183,8 +240,8 @@ __global__ void __launch_bounds__(kla_backward_threads)
           const long long t = t0 + c;
           a_of[c] = TokenDecay ? load_widened<In>(p.a_bar, offset_of(p.a_bar, b, t, m, s)) : a_static;
           p_of[c] = TokenDecay ? load_widened<In>(p.p_bar, offset_of(p.p_bar, b, t, m, s)) : p_static;
-          states[c + 1] = kla_element_step(states[c], a_of[c], p_of[c], stage.k[kla_staged(s, c)],
-                                           stage.Lambda[kla_staged(local, c)], stage.v[kla_staged(local, c)]);
+          states[c + 1] = kla_step_fast(states[c], a_of[c], p_of[c], stage.k[kla_staged(s, c)],
+                                        stage.Lambda[kla_staged(local, c)], stage.v[kla_staged(local, c)]);
         }
     }
 #pragma unroll
@@ -197,7 +254,7 @@ __global__ void __launch_bounds__(kla_backward_threads)
           const int c = first + j;
           if (j < here) {
             const int cm = kla_staged(local, c);
-            const kla_gradient_terms g = kla_element_adjoint_step(
+            const kla_gradient_terms g = kla_adjoint_step_fast(
                 adjoint, states[c], states[c + 1], a_of[c], p_of[c], stage.k[kla_staged(s, c)],
                 stage.q[kla_staged(s, c)], stage.Lambda[cm], stage.v[cm], stage.dy[cm], stage.dy_var[cm]);
             v_terms[(j * channels_per_block + local) * s_row + s] = g.v;

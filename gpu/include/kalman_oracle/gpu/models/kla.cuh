@@ -21,8 +21,8 @@
 // one denominator share its reciprocal (division.cuh): each computes its values with
 // markstein_division and, where a value left that method's range, again with ieee_division; the
 // bits are the same either way (division.cuh), so the rounding counts above hold and kernel and twin
-// agree. (The backward's adjoint step divides with div_rn: there the range checks of its twelve
-// dividends and divisors cost more than the shared reciprocals saved, measured: docs/kernels.md.)
+// agree. The backward's adjoint step (kla_element_adjoint_step_by) does the same with four shared
+// reciprocals (λ_t, λ_t², den, den²) for its eight quotients; the twin runs it with div_rn.
 #pragma once
 
 #include "kalman_oracle/detail/mutant.hpp"
@@ -129,46 +129,61 @@ struct kla_gradient_terms {
 /// One reverse step of grad/kla.hpp's recursion, token t, from the adjoints after token t to those
 /// before it; `previous` and `state` are (λ, η) before and after the token, as the forward computed
 /// them. The operations of grad/kla.hpp in its order, each a float_ops rounding, den recomputed as
-/// the forward computes it (the same bits).
-KALMAN_ORACLE_HD kla_gradient_terms kla_element_adjoint_step(kla_element_adjoint& adjoint,
-                                                             const kla_element_state& previous,
-                                                             const kla_element_state& state, float a_bar, float p_bar,
-                                                             float key, float query, float precision, float value,
-                                                             float dy, float dy_var) {
+/// the forward computes it (the same bits), the quotients by `divide` (division.cuh: the same bits
+/// through shared reciprocals or div_rn).
+template <class Division>
+KALMAN_ORACLE_HD kla_gradient_terms kla_element_adjoint_step_by(Division& divide, kla_element_adjoint& adjoint,
+                                                                const kla_element_state& previous,
+                                                                const kla_element_state& state, float a_bar,
+                                                                float p_bar, float key, float query, float precision,
+                                                                float value, float dy, float dy_var) {
   // Readout of token t (read after write): y += q η_t / λ_t, y_var += q² / λ_t.
   const float query_dy = mul_rn(query, dy);
-  adjoint.eta = add_rn(adjoint.eta, div_rn(query_dy, state.lambda));
-  const float lambda_squared = mul_rn(state.lambda, state.lambda);
+  const divisor lambda = divide.by(state.lambda);
+  adjoint.eta = add_rn(adjoint.eta, divide(query_dy, lambda));
+  const divisor lambda_squared = divide.by(mul_rn(state.lambda, state.lambda));
   adjoint.lambda = add_rn(adjoint.lambda,
-                          -div_rn(fma_rn(query_dy, state.eta, mul_rn(mul_rn(query, query), dy_var)), lambda_squared));
+                          -divide(fma_rn(query_dy, state.eta, mul_rn(mul_rn(query, query), dy_var)), lambda_squared));
   kla_gradient_terms terms;
-  terms.q = div_rn(fma_rn(dy, state.eta, mul_rn(2.0f * query, dy_var)), state.lambda);
+  terms.q = divide(fma_rn(dy, state.eta, mul_rn(2.0f * query, dy_var)), lambda);
   // η_t = α_t η_{t−1} + ρ_t, α_t = ā / den_t, den_t = ā² + p̄ λ_{t−1} (both λ_t and α_t read den_t).
   const float a_squared = mul_rn(a_bar, a_bar);
-  const float den = fma_rn(p_bar, previous.lambda, a_squared);
-  const float den_squared = mul_rn(den, den);
-  const float alpha = div_rn(a_bar, den);
+  const float den_value = fma_rn(p_bar, previous.lambda, a_squared);
+  const divisor den = divide.by(den_value);
+  const divisor den_squared = divide.by(mul_rn(den_value, den_value));
+  const float alpha = divide(a_bar, den);
   const float rho_adjoint = adjoint.eta;
   const float alpha_adjoint = mul_rn(adjoint.eta, previous.eta);
 #if defined(__CUDA_ARCH__)
-  const float den_adjoint_mean = -div_rn(mul_rn(alpha_adjoint, a_bar), den_squared);
+  const float den_adjoint_mean = -divide(mul_rn(alpha_adjoint, a_bar), den_squared);
 #else
   // The planted bug of the backward twin's meta-test: the mean decay's share of den̄ dropped.
   const float den_adjoint_mean =
-      KALMAN_ORACLE_MUTANT(gpu_kla_adjoint_drops_mean_term, -div_rn(mul_rn(alpha_adjoint, a_bar), den_squared), 0.0f);
+      KALMAN_ORACLE_MUTANT(gpu_kla_adjoint_drops_mean_term, -divide(mul_rn(alpha_adjoint, a_bar), den_squared), 0.0f);
 #endif
-  const float den_adjoint = add_rn(-div_rn(mul_rn(adjoint.lambda, previous.lambda), den_squared), den_adjoint_mean);
+  const float den_adjoint = add_rn(-divide(mul_rn(adjoint.lambda, previous.lambda), den_squared), den_adjoint_mean);
   // φ = Λ k², ρ = v Λ k; φ̄ = λ̄_t.
   const float rho_value = mul_rn(rho_adjoint, value);
   terms.Lambda = fma_rn(adjoint.lambda, mul_rn(key, key), mul_rn(rho_value, key));
   terms.k = fma_rn(mul_rn(2.0f * precision, key), adjoint.lambda, mul_rn(rho_value, precision));
   terms.v = mul_rn(mul_rn(rho_adjoint, precision), key);
-  terms.a_bar = fma_rn(2.0f * a_bar, den_adjoint, div_rn(alpha_adjoint, den));
+  terms.a_bar = fma_rn(2.0f * a_bar, den_adjoint, divide(alpha_adjoint, den));
   terms.p_bar = mul_rn(den_adjoint, previous.lambda);
   // λ̄_{t−1} = λ̄_t ā² / den² + p̄ den̄_mean;  η̄_{t−1} = α_t η̄_t.
-  adjoint.lambda = fma_rn(p_bar, den_adjoint_mean, div_rn(mul_rn(adjoint.lambda, a_squared), den_squared));
+  adjoint.lambda = fma_rn(p_bar, den_adjoint_mean, divide(mul_rn(adjoint.lambda, a_squared), den_squared));
   adjoint.eta = mul_rn(alpha, adjoint.eta);
   return terms;
+}
+
+/// kla_element_adjoint_step_by with div_rn: the twin's, and the kernel's fallback.
+KALMAN_ORACLE_HD kla_gradient_terms kla_element_adjoint_step(kla_element_adjoint& adjoint,
+                                                             const kla_element_state& previous,
+                                                             const kla_element_state& state, float a_bar, float p_bar,
+                                                             float key, float query, float precision, float value,
+                                                             float dy, float dy_var) {
+  ieee_division exact;
+  return kla_element_adjoint_step_by(exact, adjoint, previous, state, a_bar, p_bar, key, query, precision, value, dy,
+                                     dy_var);
 }
 
 }  // namespace kalman_oracle::gpu
