@@ -42,21 +42,14 @@ struct kla_backward_scratch {
 /// doubled the recomputation's code).
 __device__ __noinline__ kla_element_state kla_exact_step(kla_element_state previous, kla_element_decay decay, float key,
                                                          float precision, float value) {
-  ieee_division exact;
-  return kla_element_step_by(exact, previous, decay, key, precision, value);
+  return kla_exact_step_inline{}(previous, decay, key, precision, value);
 }
-
-/// kla_element_step (the same bits) with its fallback out of line.
-__device__ __forceinline__ kla_element_state kla_step_fast(const kla_element_state& previous, float a_bar, float p_bar,
-                                                           float key, float precision, float value) {
-  const kla_element_decay decay = kla_decay(a_bar, p_bar);
-  markstein_division fast;
-  fast.in_range = kla_step_dividends_in_range(previous, a_bar);
-  const kla_element_state next = kla_element_step_by(fast, previous, decay, key, precision, value);
-  if (fast.in_range) [[likely]]
-    return next;
-  return kla_exact_step(previous, decay, key, precision, value);
-}
+struct kla_exact_step_out_of_line {
+  __device__ kla_element_state operator()(const kla_element_state& previous, const kla_element_decay& decay, float key,
+                                          float precision, float value) const {
+    return kla_exact_step(previous, decay, key, precision, value);
+  }
+};
 
 /// The adjoint step's result and the adjoints it leaves, for the out-of-line fallback below.
 struct kla_adjoint_token {
@@ -162,9 +155,10 @@ __global__ void __launch_bounds__(kla_backward_threads)
       checkpoint_eta[at] = x.eta;
       for (int c = 0; c < count; ++c) {
         const long long t = t0 + c;
-        x = kla_step_fast(x, load_widened<In>(p.a_bar, offset_of(p.a_bar, b, t, m, s)),
-                          load_widened<In>(p.p_bar, offset_of(p.p_bar, b, t, m, s)), stage.k[kla_staged(s, c)],
-                          stage.Lambda[kla_staged(local, c)], stage.v[kla_staged(local, c)]);
+        x = kla_element_step(x, load_widened<In>(p.a_bar, offset_of(p.a_bar, b, t, m, s)),
+                             load_widened<In>(p.p_bar, offset_of(p.p_bar, b, t, m, s)), stage.k[kla_staged(s, c)],
+                             stage.Lambda[kla_staged(local, c)], stage.v[kla_staged(local, c)],
+                             kla_exact_step_out_of_line{});
       }
     }
     __syncthreads();
@@ -240,8 +234,9 @@ __global__ void __launch_bounds__(kla_backward_threads)
           const long long t = t0 + c;
           a_of[c] = TokenDecay ? load_widened<In>(p.a_bar, offset_of(p.a_bar, b, t, m, s)) : a_static;
           p_of[c] = TokenDecay ? load_widened<In>(p.p_bar, offset_of(p.p_bar, b, t, m, s)) : p_static;
-          states[c + 1] = kla_step_fast(states[c], a_of[c], p_of[c], stage.k[kla_staged(s, c)],
-                                        stage.Lambda[kla_staged(local, c)], stage.v[kla_staged(local, c)]);
+          states[c + 1] = kla_element_step(states[c], a_of[c], p_of[c], stage.k[kla_staged(s, c)],
+                                           stage.Lambda[kla_staged(local, c)], stage.v[kla_staged(local, c)],
+                                           kla_exact_step_out_of_line{});
         }
     }
 #pragma unroll

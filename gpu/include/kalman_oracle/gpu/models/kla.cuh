@@ -72,17 +72,27 @@ KALMAN_ORACLE_HD bool kla_step_dividends_in_range(const kla_element_state& previ
   return in_markstein_range(previous.lambda) && in_markstein_range(a_bar);
 }
 
+/// The step with IEEE divisions: kla_element_step's fallback where a value left the
+/// shared-reciprocal range (a kernel may pass one that calls it out of line).
+struct kla_exact_step_inline {
+  KALMAN_ORACLE_HD kla_element_state operator()(const kla_element_state& previous, const kla_element_decay& decay,
+                                                float key, float precision, float value) const {
+    ieee_division exact;
+    return kla_element_step_by(exact, previous, decay, key, precision, value);
+  }
+};
+
 /// One token of one element, from the previous state and this token's ā, p̄, k, Λ and v.
+template <class Exact = kla_exact_step_inline>
 KALMAN_ORACLE_HD kla_element_state kla_element_step(const kla_element_state& previous, float a_bar, float p_bar,
-                                                    float key, float precision, float value) {
+                                                    float key, float precision, float value, Exact exact = {}) {
   const kla_element_decay decay = kla_decay(a_bar, p_bar);
   markstein_division fast;
   fast.in_range = kla_step_dividends_in_range(previous, a_bar);
   const kla_element_state next = kla_element_step_by(fast, previous, decay, key, precision, value);
   if (fast.in_range) [[likely]]
     return next;
-  ieee_division exact;
-  return kla_element_step_by(exact, previous, decay, key, precision, value);
+  return exact(previous, decay, key, precision, value);
 }
 
 /// The readout terms of one element: q η_t / λ_t (for y) and q² / λ_t (for y_var).
