@@ -1,5 +1,6 @@
 (** * How far c + d x moves in log when x moves by a factor e^ε, |ε| ≤ E: the lemma behind
-    check/kla_bound.hpp's den_log_error (docs/error-model.md, "KLA: the information mean and y")
+    check/contraction_bound.hpp's affine_log_error (docs/error-model.md, "KLA: the information mean
+    and y"; the KDNs' predictions and gains use it the same way)
 
     KLA's mean coefficient α_t = ā / den_t reads the computed precision through den_t = ā² + p̄ λ_{t−1}.
     With c = ā² > 0, d = p̄ ≥ 0, x = λ_{t−1} > 0 and w = d x / (c + d x) ∈ [0, 1) (den's
