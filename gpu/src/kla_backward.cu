@@ -71,13 +71,14 @@ __device__ __noinline__ kla_adjoint_token kla_exact_adjoint_step(kla_element_adj
 }
 
 /// The reverse step with its eight quotients through four shared reciprocals (λ_t, λ_t², den, den²)
-/// and one range record, and one branch to the fallback: the same bits as kla_element_adjoint_step
+/// and one range record (ā checked by the caller: `a_bar_in_range`), and one branch to the fallback: the same bits as kla_element_adjoint_step
 /// (division.cuh), which the twin runs.
 __device__ __forceinline__ kla_gradient_terms kla_adjoint_step_fast(
     kla_element_adjoint& adjoint, const kla_element_state& previous, const kla_element_state& state, float a_bar,
-    float p_bar, float key, float query, float precision, float value, float dy, float dy_var) {
+    bool a_bar_in_range, float p_bar, float key, float query, float precision, float value, float dy, float dy_var) {
   const kla_element_adjoint before = adjoint;
   markstein_division fast;
+  fast.in_range = a_bar_in_range;  // ā's check, the caller's (once where ā is static)
   const kla_gradient_terms terms = kla_element_adjoint_step_by(fast, adjoint, previous, state, a_bar, p_bar, key, query,
                                                                precision, value, dy, dy_var);
   if (fast.in_range) [[likely]]
@@ -88,11 +89,15 @@ __device__ __forceinline__ kla_gradient_terms kla_adjoint_step_fast(
   return exact.terms;
 }
 
-/// The length of a dq / dk term row (one entry a channel of the block): the odd number of
+/// The length of a dq / dk term row (one (dq, dk) pair a channel of the block): the odd number of
 /// channels_per_block and channels_per_block + 1, so that the writers (consecutive s, stride the row)
 /// hit distinct banks. With one channel a block (S = 256) a row is one float, not two: that keeps
 /// two blocks on an SM (the staged rows' padding had pushed the reverse kernel to 117.6 KiB).
 __host__ __device__ __forceinline__ int kla_channel_row(int channels_per_block) { return channels_per_block | 1; }
+
+/// The length of a dv / dΛ term row (one (dv, dΛ) pair an s): the odd number of S and S + 1, so that
+/// the summing threads (consecutive channels, stride the row) hit distinct banks.
+__host__ __device__ __forceinline__ int kla_state_row(int S) { return S | 1; }
 
 int chunks_of(int T) { return (T + kla_chunk_tokens - 1) / kla_chunk_tokens; }
 
@@ -179,17 +184,20 @@ __global__ void __launch_bounds__(kla_backward_threads)
   const bool active = place.active;
 
   // Shared memory: two staging buffers (the chunk before this one in time is copied while this one
-  // is computed), then the terms of half a chunk: dv and dΛ as rows of S + 1 per (token, channel);
-  // dq and dk as rows of kla_channel_row(channels) per (token, s) (distinct banks for the writers
-  // and the summing threads alike).
+  // is computed), then the terms of half a chunk as pairs (one 8-byte write and read each): (dv, dΛ)
+  // in rows of kla_state_row(S) per (token, channel); (dq, dk) in rows of
+  // kla_channel_row(channels) per (token, s) (distinct banks for the writers and the summing
+  // threads alike). Token j's pairs of this thread lie j · stride from its slot: the addresses are
+  // formed once, not a token.
   const int stage_floats = kla_stage_floats(S, channels_per_block, true);
   const kla_stage stage_0 = kla_stage_at(shared, S, channels_per_block, true);
   const kla_stage stage_1 = kla_stage_at(shared + stage_floats, S, channels_per_block, true);
-  const int s_row = S + 1, m_row = kla_channel_row(channels_per_block);
-  float* v_terms = shared + 2 * stage_floats;
-  float* Lambda_terms = v_terms + kla_reverse_part * channels_per_block * s_row;
-  float* q_terms = Lambda_terms + kla_reverse_part * channels_per_block * s_row;
-  float* k_terms = q_terms + kla_reverse_part * S * m_row;
+  const int s_row = kla_state_row(S), m_row = kla_channel_row(channels_per_block);
+  float2* const v_Lambda_terms = reinterpret_cast<float2*>(shared + 2 * stage_floats);  // 2 · stage_floats is even
+  float2* const q_k_terms = v_Lambda_terms + kla_reverse_part * channels_per_block * s_row;
+  const int v_Lambda_stride = channels_per_block * s_row, q_k_stride = S * m_row;
+  float2* const v_Lambda_slot = v_Lambda_terms + local * s_row + s;
+  float2* const q_k_slot = q_k_terms + s * m_row + local;
 
   kla_element_adjoint adjoint{0.0f, 0.0f};
   if (active) {
@@ -204,6 +212,7 @@ __global__ void __launch_bounds__(kla_backward_threads)
     a_static = load_widened<In>(p.a_bar, offset_of(p.a_bar, b, 0, m, s));
     p_static = load_widened<In>(p.p_bar, offset_of(p.p_bar, b, 0, m, s));
   }
+  const bool a_static_in_range = in_markstein_range(a_static);  // the adjoint step's dividend ā, checked once
   const auto stage_tokens = [&](const kla_stage into, int chunk) {
     const int t0 = chunk * kla_chunk_tokens, count = min(kla_chunk_tokens, T - t0);
     stage_chunk<In>(p, into, b, t0, count, m_first, channels_here, channels_per_block);
@@ -250,12 +259,11 @@ __global__ void __launch_bounds__(kla_backward_threads)
           if (j < here) {
             const int cm = kla_staged(local, c);
             const kla_gradient_terms g = kla_adjoint_step_fast(
-                adjoint, states[c], states[c + 1], a_of[c], p_of[c], stage.k[kla_staged(s, c)],
+                adjoint, states[c], states[c + 1], a_of[c],
+                TokenDecay ? in_markstein_range(a_of[c]) : a_static_in_range, p_of[c], stage.k[kla_staged(s, c)],
                 stage.q[kla_staged(s, c)], stage.Lambda[cm], stage.v[cm], stage.dy[cm], stage.dy_var[cm]);
-            v_terms[(j * channels_per_block + local) * s_row + s] = g.v;
-            Lambda_terms[(j * channels_per_block + local) * s_row + s] = g.Lambda;
-            q_terms[(j * S + s) * m_row + local] = g.q;
-            k_terms[(j * S + s) * m_row + local] = g.k;
+            v_Lambda_slot[j * v_Lambda_stride] = make_float2(g.v, g.Lambda);
+            q_k_slot[j * q_k_stride] = make_float2(g.q, g.k);
             if (TokenDecay) {
               const long long at = ((b * T + t0 + c) * M + m) * S + s;
               problem.da_bar[at] = g.a_bar;
@@ -270,22 +278,25 @@ __global__ void __launch_bounds__(kla_backward_threads)
       __syncthreads();
       for (int o = static_cast<int>(threadIdx.x); o < here * channels_here; o += static_cast<int>(blockDim.x)) {
         const int j = o / channels_here, channel = o % channels_here;
-        const float* v_row = v_terms + (j * channels_per_block + channel) * s_row;
-        const float* Lambda_row = Lambda_terms + (j * channels_per_block + channel) * s_row;
-        float v_sum, Lambda_sum;
-        sum_rows_in_order(v_row, Lambda_row, S, v_sum, Lambda_sum);
+        const float2* row = v_Lambda_terms + (j * channels_per_block + channel) * s_row;
+        float v_sum = 0.0f, Lambda_sum = 0.0f;  // s in order from +0
+        for (int i = 0; i < S; ++i) {
+          const float2 pair = row[i];
+          v_sum = add_rn(v_sum, pair.x);
+          Lambda_sum = add_rn(Lambda_sum, pair.y);
+        }
         const long long at = (b * T + t0 + first + j) * M + m_first + channel;
         problem.dv[at] = v_sum;
         problem.dLambda[at] = Lambda_sum;
       }
       for (int o = static_cast<int>(threadIdx.x); o < here * S; o += static_cast<int>(blockDim.x)) {
         const int j = o / S, i = o % S;
-        const float* q_row = q_terms + (j * S + i) * m_row;
-        const float* k_row = k_terms + (j * S + i) * m_row;
-        float q_sum = 0.0f, k_sum = 0.0f;
+        const float2* row = q_k_terms + (j * S + i) * m_row;
+        float q_sum = 0.0f, k_sum = 0.0f;  // the block's channels in order from +0
         for (int channel = 0; channel < channels_here; ++channel) {
-          q_sum = add_rn(q_sum, q_row[channel]);
-          k_sum = add_rn(k_sum, k_row[channel]);
+          const float2 pair = row[channel];
+          q_sum = add_rn(q_sum, pair.x);
+          k_sum = add_rn(k_sum, pair.y);
         }
         const long long at = ((b * T + t0 + first + j) * blocks + blockIdx.x) * S + i;
         scratch.q_partial[at] = q_sum;
@@ -340,8 +351,8 @@ std::size_t checkpoint_shared_bytes(int S, int per_block) {
 
 std::size_t reverse_shared_bytes(int S, int per_block) {
   const std::size_t part = kla_reverse_part, s = S, c = per_block, c_row = kla_channel_row(per_block);
-  return sizeof(float) * (2 * static_cast<std::size_t>(kla_stage_floats(S, per_block, true)) + 2 * part * c * (s + 1) +
-                          2 * part * s * c_row);
+  return sizeof(float) * 2 * static_cast<std::size_t>(kla_stage_floats(S, per_block, true)) +
+         sizeof(float2) * (part * c * kla_state_row(S) + part * s * c_row);
 }
 
 template <class In, bool TokenDecay>

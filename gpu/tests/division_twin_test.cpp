@@ -121,4 +121,34 @@ TEST_SUITE("twin") {
     CHECK_FALSE(in_markstein_range(std::numeric_limits<float>::quiet_NaN()));
     CHECK_FALSE(in_markstein_range(HUGE_VALF));
   }
+  TEST_CASE("twin: a divisor in the square range has its square in the shared-reciprocal range") {
+    // markstein_division::by_with_square checks d alone and divides by RN(d · d) too: the claim is
+    // that |d| in [2^-31, 2^31) puts both d and RN(d²) in [2^-62, 2^63). It can only fail at the
+    // ends, so every binary32 of both signs in the binades around them (exponents −33 … −30 and
+    // 29 … 32: 2^27 values) is checked, and whether each lies in the square range decides nothing
+    // else: a value outside it must merely not be claimed.
+    std::size_t claimed = 0, wrong = 0;
+    std::string first;
+    for (const int exponent : {-33, -32, -31, -30, 29, 30, 31, 32})
+      for (std::uint32_t sign = 0; sign < 2; ++sign)
+        for (std::uint32_t significand = 0; significand < (1u << 23); ++significand) {
+          const float d = from_bits(sign << 31 | static_cast<std::uint32_t>(exponent + 127) << 23 | significand);
+          if (!in_markstein_square_range(d)) continue;
+          ++claimed;
+          if ((!in_markstein_range(d) || !in_markstein_range(mul_rn(d, d))) && wrong++ == 0) {
+            std::ostringstream out;
+            out << std::hexfloat << "d = " << d << ": in the square range, but d * d = " << mul_rn(d, d)
+                << " is not in the shared-reciprocal range";
+            first = out.str();
+          }
+        }
+    INFO(first);
+    CHECK(wrong == 0);
+    // Both ends bind: the smallest claimed value squares to exactly 2^-62, the largest to just under 2^62.
+    CHECK(in_markstein_square_range(0x1p-31f));
+    CHECK_FALSE(in_markstein_square_range(std::nextafter(0x1p-31f, 0.0f)));
+    CHECK(in_markstein_square_range(std::nextafter(0x1p31f, 0.0f)));
+    CHECK_FALSE(in_markstein_square_range(0x1p31f));
+    CHECK(claimed == 2u * 2u * (1u << 23) * 2u);  // exponents −31, −30, 29, 30, both signs
+  }
 }

@@ -50,6 +50,20 @@ KALMAN_ORACLE_HD bool in_markstein_range(float x) {
   return magnitude >= 0x1p-62f && magnitude < 0x1p63f;
 }
 
+/// Whether |x| lies in [2^-31, 2^31): then x and RN(x · x) both lie in the range above (x² lies in
+/// [2^-62, 2^62) and rounding to nearest is monotone and keeps both ends), so one check covers a
+/// divisor and its square (markstein_division::by_with_square).
+KALMAN_ORACLE_HD bool in_markstein_square_range(float x) {
+  const float magnitude = abs_rn(x);
+#if defined(__CUDA_ARCH__)
+  return magnitude >= 0x1p-31f && magnitude < 0x1p31f;
+#else
+  // The planted bug of the square range's meta-test (gpu/CMakeLists.txt): one binade too wide.
+  return KALMAN_ORACLE_MUTANT(gpu_division_square_range_too_wide, magnitude >= 0x1p-31f && magnitude < 0x1p31f,
+                              magnitude >= 0x1p-32f && magnitude < 0x1p32f);
+#endif
+}
+
 /// RN(1/d) for |d| in the range (above).
 KALMAN_ORACLE_HD float reciprocal_in_range(float d) {
 #if defined(__CUDA_ARCH__)
@@ -85,6 +99,14 @@ struct markstein_division {
     in_range &= in_markstein_range(x);
     return quotient_in_range(x, d);
   }
+  /// The divisors d and RN(d · d) with one range check for both (in_markstein_square_range: a
+  /// tighter check of d, which implies its square's).
+  KALMAN_ORACLE_HD void by_with_square(float d, divisor& root, divisor& square) {
+    in_range &= in_markstein_square_range(d);
+    const float d_squared = mul_rn(d, d);
+    root = {d, reciprocal_in_range(d)};
+    square = {d_squared, reciprocal_in_range(d_squared)};
+  }
   /// x / d for a dividend whose range the caller has checked and folded into in_range already (a
   /// loop-invariant ā, or a state the previous step checked as a divisor: models/kla.cuh).
   KALMAN_ORACLE_HD float checked_dividend(float x, const divisor& d) const { return quotient_in_range(x, d); }
@@ -93,6 +115,10 @@ struct markstein_division {
 /// IEEE quotients, div_rn (no reciprocal formed).
 struct ieee_division {
   KALMAN_ORACLE_HD divisor by(float d) const { return {d, 0.0f}; }
+  KALMAN_ORACLE_HD void by_with_square(float d, divisor& root, divisor& square) const {
+    root = {d, 0.0f};
+    square = {mul_rn(d, d), 0.0f};
+  }
   KALMAN_ORACLE_HD float operator()(float x, const divisor& d) const { return div_rn(x, d.value); }
   KALMAN_ORACLE_HD float checked_dividend(float x, const divisor& d) const { return div_rn(x, d.value); }
 };

@@ -140,7 +140,9 @@ struct kla_gradient_terms {
 /// before it; `previous` and `state` are (λ, η) before and after the token, as the forward computed
 /// them. The operations of grad/kla.hpp in its order, each a float_ops rounding, den recomputed as
 /// the forward computes it (the same bits), the quotients by `divide` (division.cuh: the same bits
-/// through shared reciprocals or div_rn).
+/// through shared reciprocals or div_rn). With markstein_division, ā's range is the caller's to
+/// check and fold into divide.in_range (it is static in the model: checked once, not a token);
+/// λ_t and den_t are checked with their squares (by_with_square), the other values here.
 template <class Division>
 KALMAN_ORACLE_HD kla_gradient_terms kla_element_adjoint_step_by(Division& divide, kla_element_adjoint& adjoint,
                                                                 const kla_element_state& previous,
@@ -149,19 +151,18 @@ KALMAN_ORACLE_HD kla_gradient_terms kla_element_adjoint_step_by(Division& divide
                                                                 float value, float dy, float dy_var) {
   // Readout of token t (read after write): y += q η_t / λ_t, y_var += q² / λ_t.
   const float query_dy = mul_rn(query, dy);
-  const divisor lambda = divide.by(state.lambda);
+  divisor lambda, lambda_squared;  // λ_t and RN(λ_t²), one range check for both
+  divide.by_with_square(state.lambda, lambda, lambda_squared);
   adjoint.eta = add_rn(adjoint.eta, divide(query_dy, lambda));
-  const divisor lambda_squared = divide.by(mul_rn(state.lambda, state.lambda));
   adjoint.lambda = add_rn(adjoint.lambda,
                           -divide(fma_rn(query_dy, state.eta, mul_rn(mul_rn(query, query), dy_var)), lambda_squared));
   kla_gradient_terms terms;
   terms.q = divide(fma_rn(dy, state.eta, mul_rn(2.0f * query, dy_var)), lambda);
   // η_t = α_t η_{t−1} + ρ_t, α_t = ā / den_t, den_t = ā² + p̄ λ_{t−1} (both λ_t and α_t read den_t).
   const float a_squared = mul_rn(a_bar, a_bar);
-  const float den_value = fma_rn(p_bar, previous.lambda, a_squared);
-  const divisor den = divide.by(den_value);
-  const divisor den_squared = divide.by(mul_rn(den_value, den_value));
-  const float alpha = divide(a_bar, den);
+  divisor den, den_squared;  // den_t and RN(den_t²)
+  divide.by_with_square(fma_rn(p_bar, previous.lambda, a_squared), den, den_squared);
+  const float alpha = divide.checked_dividend(a_bar, den);  // ā: the caller's check (below)
   const float rho_adjoint = adjoint.eta;
   const float alpha_adjoint = mul_rn(adjoint.eta, previous.eta);
 #if defined(__CUDA_ARCH__)
