@@ -2,17 +2,13 @@
 //
 //   gpu_bench [--repeats N] [--only mobius_scan|kla|kdn_gain|delta_rule]
 //
-// Each time is the median of N timed runs (CUDA events) after 3 warm-ups; default N = 20.
+// Each time is the median of N timed runs (CUDA events) after 3 warm-ups; default N = 20. The same
+// benchmarks as `kalman-oracle-gpu bench` (run_benches.hpp); this binary links only the CUDA runtime.
 #include <cstdio>
 #include <cstdlib>
-#include <exception>
 #include <string>
 
-#include "benches.hpp"
-#include "kalman_oracle/gpu/device.hpp"
-#include "timing.hpp"
-
-using namespace kalman_oracle::gpu;
+#include "run_benches.hpp"
 
 int main(int argc, char** argv) {
   int repeats = 20;
@@ -27,7 +23,7 @@ int main(int argc, char** argv) {
       }
     } else if (arg == "--only" && i + 1 < argc) {
       only = argv[++i];
-      if (only != "mobius_scan" && only != "kla" && only != "kdn_gain" && only != "delta_rule") {
+      if (only.empty() || !kalman_oracle::gpu::bench::known_bench(only)) {
         std::fprintf(stderr, "gpu_bench: --only %s: known benchmarks are mobius_scan, kla, kdn_gain and delta_rule\n",
                      only.c_str());
         return 2;
@@ -37,21 +33,5 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::string why;
-  if (!cuda_device_available(why)) {
-    std::fprintf(stderr, "gpu_bench: %s\n", why.c_str());
-    return 1;
-  }
-  try {
-    cudaDeviceProp prop{};
-    bench::check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-    if (only.empty() || only == "kla") bench::kla_bench(repeats, prop);
-    if (only.empty() || only == "mobius_scan") bench::mobius_scan_bench(repeats, prop);
-    if (only.empty() || only == "kdn_gain") bench::kdn_gain_bench(repeats, prop);
-    if (only.empty() || only == "delta_rule") bench::delta_rule_bench(repeats, prop);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "gpu_bench: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+  return kalman_oracle::gpu::bench::run_benches(only, repeats, "gpu_bench");
 }

@@ -20,6 +20,9 @@
 // arguments), 1 a CUDA error.
 //
 //   kalman-oracle-gpu device        the CUDA device's name, or why there is none (exit 3)
+//   kalman-oracle-gpu bench [--only mobius_scan|kla|kdn_gain|delta_rule] [--repeats N]
+//                                   the kernels' benchmarks, JSON lines (run_benches.hpp; gpu_bench runs
+//                                   the same; exit 1 without a device)
 //   kalman-oracle-gpu validate --model kla [--shape B,T,M,S ...] [--sample-channels N] [--json]
 //   kalman-oracle-gpu validate --model kdn_diagonal|kdn_isotropic [--shape B,T,H,K ...] [--sample-heads N]
 //   kalman-oracle-gpu validate --model gla|delta_net|gated_delta_net|kda [--shape B,T,H,K[,V] ...]
@@ -45,6 +48,9 @@
 #include "validate_delta_rule.hpp"
 #include "validate_kdn_gain.hpp"
 #include "validate_kla.hpp"
+#if defined(KALMAN_ORACLE_GPU_HAVE_CUDA)
+#include "run_benches.hpp"
+#endif
 
 using namespace kalman_oracle;
 using namespace kalman_oracle::gpu::tools;
@@ -192,6 +198,14 @@ int main(int argc, char** argv) {
   run->add_option("fixture", fixture, "fixture (.safetensors)")->required();
   run->add_option("output", output, "candidate to write (.safetensors)")->required();
   app.add_subcommand("device", "Print the CUDA device, or why there is none (exit 3)");
+  CLI::App* bench = app.add_subcommand(
+      "bench", "The kernels' benchmarks: JSON lines, medians of CUDA-event timings beside a device copy (needs a GPU)");
+  std::string bench_only;
+  int bench_repeats = 20;
+  bench->add_option("--only", bench_only, "one benchmark: mobius_scan, kla, kdn_gain or delta_rule (default: all)")
+      ->check(CLI::IsMember({"mobius_scan", "kla", "kdn_gain", "delta_rule"}));
+  bench->add_option("--repeats", bench_repeats, "timed runs a median is taken over (after 3 warm-ups)")
+      ->check(CLI::Range(1, 100000));
   CLI::App* validate = app.add_subcommand(
       "validate", "A kernel at production shapes against the binary64 reference run on the spot (needs a GPU)");
   std::string validate_model;
@@ -228,6 +242,14 @@ int main(int argc, char** argv) {
     return e.get_exit_code() == 0 ? 0 : 2;
   }
   if (app.got_subcommand("device")) return print_device();
+  if (app.got_subcommand("bench")) {
+#if defined(KALMAN_ORACLE_GPU_HAVE_CUDA)
+    return gpu::bench::run_benches(bench_only, bench_repeats, "kalman-oracle-gpu bench");
+#else
+    std::fprintf(stderr, "kalman-oracle-gpu bench: this build has no CUDA kernels (no CUDA compiler was found)\n");
+    return 1;
+#endif
+  }
   validate_options.twin = validate_device == "twin";
   if (app.got_subcommand("validate") && validate_model != "kla" && validate_model.rfind("kdn_", 0) != 0) {
     delta_rule_validate_options delta;
