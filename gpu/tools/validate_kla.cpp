@@ -9,7 +9,10 @@
 //      2^-53). Both bounds are evaluated along the binary64 trajectory, not the exact one, and
 //      labelled so: the relative difference is about 2^-53 · the bound's condition, far below the
 //      budgets' own slack, but not a proof;
-//   4. every compared element within budget32 + budget64, else FAIL naming the worst.
+//   4. every compared element within budget32 + budget64, else FAIL naming the worst;
+//   5. the gradients (validate_kla_backward.hpp): the backward kernels on the same problem with
+//      cotangents drawn in [-1, 1], against the binary64 adjoint of the sampled channels, within the
+//      fixtures' gradient budget (an estimate, labelled so).
 #include "validate_kla.hpp"
 
 #include <algorithm>
@@ -29,6 +32,7 @@
 #include "kalman_oracle/gpu/kla_forward.hpp"
 #include "kalman_oracle/gpu/twin/kla_forward_twin.hpp"
 #include "kalman_oracle/models/kla.hpp"
+#include "validate_kla_backward.hpp"
 #include "validate_report.hpp"
 
 namespace kalman_oracle::gpu::tools {
@@ -213,6 +217,9 @@ int validate_kla(const kla_validate_options& o) {
                         {"sampled_channels", N}},
                        proven_hypotheses ? "" : hypothesis_failure);
     }
+    std::snprintf(label, sizeof label, "kla backward %s B=%d T=%d M=%d S=%d (%zu channels)", o.twin ? "twin" : "kernel",
+                  n.B, n.T, n.M, n.S, N);
+    if (validate_kla_gradients(o, n, p, channels, label) != 0) status = 1;
   }
   return status;
 }
