@@ -39,11 +39,6 @@ namespace kalman_oracle::gpu::tools {
 
 namespace {
 
-/// The inputs of one shape, float32, contiguous; ā, p̄ [M, S].
-struct kla_validate_inputs {
-  std::vector<float> q, k, v, Lambda, a_bar, p_bar, lambda_0, eta_0;
-};
-
 kla_validate_inputs draw(const kla_validate_shape& n, unsigned seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> unit(-1.0f, 1.0f), decay(0.5f, 1.0f), log_noise(-4.0f, -1.0f);
@@ -76,6 +71,24 @@ std::vector<int> sample(int M, int count) {
 
 }  // namespace
 
+kla_forward_problem kla_problem_of(const kla_validate_inputs& x, int B, int T, int M, int S) {
+  const long long t = T, m = M, s = S;
+  kla_forward_problem p;
+  p.batch = B;
+  p.tokens = T;
+  p.channels = M;
+  p.state = S;
+  p.q = strided_view(x.q.data(), t * s, s, 1);
+  p.k = strided_view(x.k.data(), t * s, s, 1);
+  p.v = strided_view(x.v.data(), t * m, m, 1);
+  p.Lambda = strided_view(x.Lambda.data(), t * m, m, 1);
+  p.a_bar = strided_view(x.a_bar.data(), 0, 0, s, 1);
+  p.p_bar = strided_view(x.p_bar.data(), 0, 0, s, 1);
+  p.lambda_0 = strided_view(x.lambda_0.data(), m * s, s, 1);
+  p.eta_0 = strided_view(x.eta_0.data(), m * s, s, 1);
+  return p;
+}
+
 int validate_kla(const kla_validate_options& o) {
   int status = 0;
   for (const kla_validate_shape& n : o.shapes) {
@@ -83,19 +96,7 @@ int validate_kla(const kla_validate_options& o) {
     const kla_validate_inputs x = draw(n, o.seed);
     // The kernel, on the whole problem.
     std::vector<float> y(B * T * M), y_var(B * T * M), final_lambda(B * M * S), final_eta(B * M * S);
-    kla_forward_problem p;
-    p.batch = n.B;
-    p.tokens = n.T;
-    p.channels = n.M;
-    p.state = n.S;
-    p.q = strided_view(x.q.data(), T * S, S, 1);
-    p.k = strided_view(x.k.data(), T * S, S, 1);
-    p.v = strided_view(x.v.data(), T * M, M, 1);
-    p.Lambda = strided_view(x.Lambda.data(), T * M, M, 1);
-    p.a_bar = strided_view(x.a_bar.data(), 0, 0, S, 1);
-    p.p_bar = strided_view(x.p_bar.data(), 0, 0, S, 1);
-    p.lambda_0 = strided_view(x.lambda_0.data(), M * S, S, 1);
-    p.eta_0 = strided_view(x.eta_0.data(), M * S, S, 1);
+    kla_forward_problem p = kla_problem_of(x, n.B, n.T, n.M, n.S);
     p.y = y.data();
     p.y_var = y_var.data();
     p.final_lambda = final_lambda.data();

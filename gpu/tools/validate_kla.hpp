@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "kalman_oracle/gpu/kla_forward.hpp"
+
 namespace kalman_oracle::gpu::tools {
 
 struct kla_validate_shape {
@@ -19,6 +21,15 @@ struct kla_validate_options {
   unsigned threads = 0;  ///< for the binary64 reference and the bounds; 0: all cores
   bool twin = false;     ///< the kernel's CPU twin instead of the kernel (small shapes, CI)
 };
+
+/// The binary32 inputs of one KLA problem, contiguous; ā, p̄ static [M, S].
+struct kla_validate_inputs {
+  std::vector<float> q, k, v, Lambda, a_bar, p_bar, lambda_0, eta_0;
+};
+
+/// A forward problem (binary32, host pointers) viewing `x` with sizes B, T, M, S; outputs and
+/// checkpoints unset.
+kla_forward_problem kla_problem_of(const kla_validate_inputs& x, int B, int T, int M, int S);
 
 /// Runs every shape; prints one line (or JSON object) per shape and output; returns 0 when every
 /// compared element is within its budget, 1 otherwise.

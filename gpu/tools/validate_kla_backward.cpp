@@ -54,7 +54,7 @@ kla_cotangent_draw draw_cotangents(const kla_validate_shape& n, unsigned seed) {
 /// The problem's binary32 inputs (contiguous, ā and p̄ [M, S], as validate_kla draws them) and the
 /// cotangents at `channels` only: the sub-problem, [B, T, N] and [B, N, S] with N channels.
 struct kla_sub_problem {
-  std::vector<float> q, k, v, Lambda, a_bar, p_bar, lambda_0, eta_0;
+  kla_validate_inputs inputs;
   kla_cotangent_draw cotangents;
 };
 
@@ -62,15 +62,17 @@ kla_sub_problem sub_problem(const kla_forward_problem& p, const kla_cotangent_dr
                             const std::vector<int>& channels) {
   const long long B = p.batch, T = p.tokens, M = p.channels, S = p.state, N = static_cast<long long>(channels.size());
   const auto f = [](const strided_input& x) { return static_cast<const float*>(x.data); };
-  kla_sub_problem s;
+  kla_sub_problem sub;
+  kla_validate_inputs& s = sub.inputs;
+  kla_cotangent_draw& sc = sub.cotangents;
   s.q.assign(f(p.q), f(p.q) + B * T * S);
   s.k.assign(f(p.k), f(p.k) + B * T * S);
   for (long long r = 0; r < B * T; ++r)
     for (long long j = 0; j < N; ++j) {
       s.v.push_back(f(p.v)[r * M + channels[j]]);
       s.Lambda.push_back(f(p.Lambda)[r * M + channels[j]]);
-      s.cotangents.dy.push_back(c.dy[r * M + channels[j]]);
-      s.cotangents.dy_var.push_back(c.dy_var[r * M + channels[j]]);
+      sc.dy.push_back(c.dy[r * M + channels[j]]);
+      sc.dy_var.push_back(c.dy_var[r * M + channels[j]]);
     }
   for (long long j = 0; j < N; ++j)
     for (long long i = 0; i < S; ++i) {
@@ -83,10 +85,10 @@ kla_sub_problem sub_problem(const kla_forward_problem& p, const kla_cotangent_dr
         const long long at = (b * M + channels[j]) * S + i;
         s.lambda_0.push_back(f(p.lambda_0)[at]);
         s.eta_0.push_back(f(p.eta_0)[at]);
-        s.cotangents.dfinal_lambda.push_back(c.dfinal_lambda[at]);
-        s.cotangents.dfinal_eta.push_back(c.dfinal_eta[at]);
+        sc.dfinal_lambda.push_back(c.dfinal_lambda[at]);
+        sc.dfinal_eta.push_back(c.dfinal_eta[at]);
       }
-  return s;
+  return sub;
 }
 
 /// The binary32 gradients of one problem (kla_backward.hpp's layouts; ā, p̄ static: [M, S]).
@@ -124,33 +126,18 @@ kla_gradient_values run_backward(const kla_forward_problem& p, const kla_cotange
   return g;
 }
 
-/// The sub-problem as a binary32 forward problem (for the kernels' dq, dk over its channels).
-kla_forward_problem forward_problem(const kla_sub_problem& s, const kla_forward_problem& like, int N) {
-  const long long T = like.tokens, S = like.state;
-  kla_forward_problem p = like;
-  p.channels = N;
-  p.q = strided_view(s.q.data(), T * S, S, 1);
-  p.k = strided_view(s.k.data(), T * S, S, 1);
-  p.v = strided_view(s.v.data(), T * N, N, 1);
-  p.Lambda = strided_view(s.Lambda.data(), T * N, N, 1);
-  p.a_bar = strided_view(s.a_bar.data(), 0, 0, S, 1);
-  p.p_bar = strided_view(s.p_bar.data(), 0, 0, S, 1);
-  p.lambda_0 = strided_view(s.lambda_0.data(), N * S, S, 1);
-  p.eta_0 = strided_view(s.eta_0.data(), N * S, S, 1);
-  p.y = p.y_var = p.final_lambda = p.final_eta = nullptr;
-  p.checkpoint_lambda = p.checkpoint_eta = nullptr;
-  return p;
-}
-
 /// grad/kla.hpp's adjoint of the sub-problem over scalar type X (double: the values;
 /// running_error<double>: their first-order bounds).
 template <class X>
-gradients<X> reference_gradients(const kla_sub_problem& s, std::size_t B, std::size_t T, std::size_t N, std::size_t S) {
+gradients<X> reference_gradients(const kla_sub_problem& sub, std::size_t B, std::size_t T, std::size_t N,
+                                 std::size_t S) {
   const auto to = [](const char* name, const std::vector<float>& from, shape_t shape) {
     tensor<X> t(name, shape);
     for (std::size_t i = 0; i < from.size(); ++i) t.data()[i] = X(static_cast<double>(from[i]));
     return t;
   };
+  const kla_validate_inputs& s = sub.inputs;
+  const kla_cotangent_draw& c = sub.cotangents;
   kla_inputs<X> in{to("q", s.q, {B, T, S}),
                    to("k", s.k, {B, T, S}),
                    to("v", s.v, {B, T, N}),
@@ -159,9 +146,8 @@ gradients<X> reference_gradients(const kla_sub_problem& s, std::size_t B, std::s
                    to("p_bar", s.p_bar, {N, S}),
                    to("lambda_0", s.lambda_0, {B, N, S}),
                    to("eta_0", s.eta_0, {B, N, S})};
-  cotangents<X> cot{to("y", s.cotangents.dy, {B, T, N}), to("y_var", s.cotangents.dy_var, {B, T, N}),
-                    to("final_lambda", s.cotangents.dfinal_lambda, {B, N, S}),
-                    to("final_eta", s.cotangents.dfinal_eta, {B, N, S})};
+  cotangents<X> cot{to("y", c.dy, {B, T, N}), to("y_var", c.dy_var, {B, T, N}),
+                    to("final_lambda", c.dfinal_lambda, {B, N, S}), to("final_eta", c.dfinal_eta, {B, N, S})};
   return kla_backward(in, cot);
 }
 
@@ -176,8 +162,9 @@ int validate_kla_gradients(const kla_validate_options& o, const kla_validate_sha
   const kla_sub_problem sub = sub_problem(p, c, channels);
   const bool every_channel = N == M;
   const kla_gradient_values of_sub =
-      every_channel ? kla_gradient_values{}
-                    : run_backward(forward_problem(sub, p, static_cast<int>(N)), sub.cotangents, o.twin);
+      every_channel
+          ? kla_gradient_values{}
+          : run_backward(kla_problem_of(sub.inputs, n.B, n.T, static_cast<int>(N), n.S), sub.cotangents, o.twin);
   const std::vector<float>& dq = every_channel ? whole.dq : of_sub.dq;
   const std::vector<float>& dk = every_channel ? whole.dk : of_sub.dk;
 
