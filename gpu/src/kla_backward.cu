@@ -71,8 +71,8 @@ __device__ __noinline__ kla_adjoint_token kla_exact_adjoint_step(kla_element_adj
 }
 
 /// The reverse step with its eight quotients through four shared reciprocals (λ_t, λ_t², den, den²)
-/// and one range record (ā checked by the caller: `a_bar_in_range`), and one branch to the fallback: the same bits as kla_element_adjoint_step
-/// (division.cuh), which the twin runs.
+/// and one range record (ā checked by the caller: `a_bar_in_range`), and one branch to the
+/// fallback: the same bits as kla_element_adjoint_step (division.cuh), which the twin runs.
 __device__ __forceinline__ kla_gradient_terms kla_adjoint_step_fast(
     kla_element_adjoint& adjoint, const kla_element_state& previous, const kla_element_state& state, float a_bar,
     bool a_bar_in_range, float p_bar, float key, float query, float precision, float value, float dy, float dy_var) {
