@@ -11,10 +11,11 @@
 // whole block, coalesced, the copy of chunk i + 1 (cp.async for binary32 inputs) overlapping the
 // arithmetic of chunk i: one thread per element reading its own inputs from global memory waited a
 // memory latency per token (7.2 ms at the benchmark shape, docs/kernels.md). Each thread writes its
-// readout terms for the chunk to shared memory, then one thread per (token, channel) sums the S terms in order s = 0, 1, … from +0 (the
-// reference's order, so the twin can repeat it) and writes y and y_var, consecutive threads
-// consecutive channels. The rows of the term buffer are S + 1 floats long, so that the summing
-// threads (stride S + 1) and the writing threads (stride 1) both hit distinct banks.
+// readout terms for the chunk to shared memory, then one thread per (token, channel) sums the S
+// terms in order s = 0, 1, … from +0 (the reference's order, so the twin can repeat it) and writes
+// y and y_var, consecutive threads consecutive channels. The rows of the term buffer are S + 1
+// floats long, so that the summing threads (stride S + 1) and the writing threads (stride 1) both
+// hit distinct banks.
 #include <cuda_runtime.h>
 
 #include <cstddef>

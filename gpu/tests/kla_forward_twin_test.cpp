@@ -1,8 +1,9 @@
 // The KLA forward twin's own rules (label `twin`): what the conformance tests over the fixtures do
 // not reach. Every BF16 and F16 bit pattern widens to the value the safetensors reader decodes
 // (exhaustively: the kernels' inputs are exact); T = 0 returns the prior; sizes outside the kernel's
-// range are refused by name; the readout sums go in the order docs/kernels.md gives each split. The twin's values are checked against the fixtures through `conform`
-// (gpu/CMakeLists.txt: twin.kla_forward.*), with a planted bug caught there.
+// range are refused by name; the readout sums go in the order docs/kernels.md gives each split. The
+// twin's values are checked against the fixtures through `conform` (gpu/CMakeLists.txt:
+// twin.kla_forward.*), with a planted bug caught there.
 #include <doctest/doctest.h>
 
 #include <cmath>

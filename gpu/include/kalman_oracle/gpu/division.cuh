@@ -29,10 +29,11 @@
 // step with the first and, where the record says a value left the range (zeros, subnormals,
 // infinities, NaN, extreme exponents), recomputes the step with the second: one branch a step
 // instead of one a division, and the step's bits are the IEEE ones either way. A divisor and its
-// square share one (tighter) check: in_markstein_square_range. division_twin_test.cpp checks the quotient exhaustively over the divisor's
-// significand (all 2^23, against sixteen dividend significands), across the range's edges, and shows
-// that the uncorrected q₀ would fail (and a meta-test plants exactly that: gpu/CMakeLists.txt); the
-// GPU test compares the device's quotients with div.rn.
+// square share one (tighter) check: in_markstein_square_range. division_twin_test.cpp checks the
+// quotient exhaustively over the divisor's significand (all 2^23, against sixteen dividend
+// significands), across the range's edges, and shows that the uncorrected q₀ would fail (and a
+// meta-test plants exactly that: gpu/CMakeLists.txt); the GPU test compares the device's quotients
+// with div.rn.
 #pragma once
 
 #include "kalman_oracle/detail/mutant.hpp"

@@ -51,9 +51,9 @@ inline int kla_channels_per_block(int S, int M) {
 /// How the forward kernel lays one channel's S elements over threads (docs/kernels.md, "KLA
 /// forward: several elements a thread"). `grouped`: each thread takes `elements` consecutive s (4,
 /// or 8 when S > 128), `lanes` threads a channel (the power of two that holds S; lanes past S have
-/// no elements), and a channel's readout sums go in kla_forward_readout_order. Otherwise (S not a
-/// multiple of `elements`) one thread takes one element and a channel's terms are summed in order
-/// s = 0, 1, … from +0.
+/// no elements), and a channel's readout sums go in the order of the twin's kla_forward_readout_sum.
+/// Otherwise (S not a multiple of `elements`) one thread takes one element and a channel's terms
+/// are summed in order s = 0, 1, … from +0.
 struct kla_forward_split {
   bool grouped;
   int elements, lanes;

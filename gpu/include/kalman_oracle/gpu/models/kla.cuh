@@ -162,7 +162,7 @@ KALMAN_ORACLE_HD kla_gradient_terms kla_element_adjoint_step_by(Division& divide
   const float a_squared = mul_rn(a_bar, a_bar);
   divisor den, den_squared;  // den_t and RN(den_t²)
   divide.by_with_square(fma_rn(p_bar, previous.lambda, a_squared), den, den_squared);
-  const float alpha = divide.checked_dividend(a_bar, den);  // ā: the caller's check (below)
+  const float alpha = divide.checked_dividend(a_bar, den);  // ā: the caller's check (see above)
   const float rho_adjoint = adjoint.eta;
   const float alpha_adjoint = mul_rn(adjoint.eta, previous.eta);
 #if defined(__CUDA_ARCH__)
