@@ -2,7 +2,7 @@
 // memory (backward, binary32)"), in five launches, the twin's (twin/delta_rule_backward_twin.hpp) in the same order:
 //   1. operands   (a block of 1024 threads a (batch row, value head, chunk)): the gates, A / r and σ,
 //                 𝒯, X, W, U, the carry keys and Γ ⊙ sq, into the chunk's record of the workspace;
-//   2. states     (a block of 256 a (batch row, value head, 16 value columns), the chunks in order):
+//   2. states     (a block of 512 a (batch row, value head, 16 value columns), the chunks in order):
 //                 S and Ũ;
 //   3. cotangents (the same blocks, the chunks in reverse): dS' and dŨ; d_initial_state;
 //   4. value sums (a block of 1024 a (batch row, value head, chunk), 16 value columns at a time
@@ -10,34 +10,40 @@
 //   5. channels   (a block of 1024 a (batch row, key head, chunk), 16 channels at a time, the group's
 //                 value heads in order): channel_token per (token, channel), the decay ratios' prefixes
 //                 (four channels at a time) for the gates; dq, dk, dκ, dg, dβ.
-// Every element is computed by one thread with the function of models/delta_rule_backward.cuh that the
-// twin calls, from the same binary32 operands (staged in shared memory here, read from its vectors
-// there; some sums interleaved four to a thread, each in its own order): kernel and twin agree bit for
-// bit, and no atomics: run to run bit-identical. Binary32 on the CUDA cores: see delta_rule_backward.hpp
-// for why, docs/kernels.md for what it costs.
+// Every element is computed by one thread with the arithmetic of models/delta_rule_backward.cuh that the
+// twin runs, from the same binary32 operands (staged in shared memory here, read from its vectors
+// there): the matrix-like sums by register tiles (tiled_sums.cuh: a thread sums a small tile of
+// elements, each in its own order), the pair sums and prefixes by the model's functions. Kernel and
+// twin agree bit for bit, and no atomics: run to run bit-identical. Binary32 on the CUDA cores: see
+// delta_rule_backward.hpp for why, docs/kernels.md for what it costs.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 
+#include "async_copy.cuh"
 #include "cuda_check.hpp"
 #include "device_arena.hpp"
 #include "kalman_oracle/gpu/delta_rule_backward.hpp"
 #include "kalman_oracle/gpu/models/delta_rule_backward.cuh"
+#include "tiled_sums.cuh"
 
 namespace kalman_oracle::gpu {
 
 namespace {
 
 constexpr int C = delta_rule_backward_chunk_tokens;
-constexpr int threads = 256;
 /// Launches 1, 4 and 5 hold one block an SM for their shared memory, so a block's threads are all the
 /// warps the SM has: 1024 of them hide shared-memory latency (H200, DeltaNet B = 2, T = 16384, H = 16,
 /// 256 → 1024 threads: operands 22.1 → 12.6 ms, value sums 60.7 → 40.0 (43.9 with 512), channels
-/// 10.2 → 6.3; docs/kernels.md). Launches 2 and 3 (small blocks, several an SM) keep 256. Which thread
-/// sums an element does not change its sum's order: kernel = twin bit for bit at every block size.
+/// 10.2 → 6.3; docs/kernels.md). Which thread sums an element does not change its sum's order: kernel =
+/// twin bit for bit at every block size.
 constexpr int operands_threads = 1024, value_sums_threads = 1024, channels_threads = 1024;
+/// Launches 2 and 3 run the chunks in order, a block a (batch row, value head, 16 value columns): 256
+/// blocks at B = 2, H = 16, V = 128, two an SM (their shared memory), so 512 threads a block give an SM
+/// 32 warps to hide its latencies with (H200, DeltaNet B = 2, T = 16384, H = 16: docs/kernels.md).
+constexpr int state_threads = 512;
 /// Value columns of a block of launches 2 and 3, and of a stage of launch 4; channels of a stage of
 /// launch 5 (K and V are multiples of 16: delta_rule_check).
 constexpr int columns = 16;
@@ -45,7 +51,7 @@ constexpr int columns = 16;
 constexpr int prefix_channels = 4;
 
 /// f(e) for e = threadIdx.x, threadIdx.x + Threads, … below count (Threads: the block's).
-template <int Threads = threads, class F>
+template <int Threads, class F>
 __device__ __forceinline__ void for_each(int count, F&& f) {
   for (int e = static_cast<int>(threadIdx.x); e < count; e += Threads) f(e);
 }
@@ -106,7 +112,7 @@ struct fma_run {
 /// the terms of run_of(e, 0), …, run_of(e, runs − 1) in order, then end(e, acc). The U sums run
 /// interleaved (independent chains, so that a thread does not wait out each fma and shared-memory
 /// load), each in its own order: every element is the twin's single sum exactly.
-template <int U, int Threads = threads, class Begin, class Run, class End>
+template <int U, int Threads, class Begin, class Run, class End>
 __device__ __forceinline__ void interleaved_sums(int count, int runs, Begin&& begin, Run&& run_of, End&& end) {
   for (int first = static_cast<int>(threadIdx.x); first < count; first += Threads * U) {
     float acc[U];
@@ -132,6 +138,14 @@ __device__ __forceinline__ void interleaved_sums(int count, int runs, Begin&& be
     for (int u = 0; u < U; ++u)
       if (first + u * Threads < count) end(first + u * Threads, acc[u]);
   }
+}
+
+/// The row t of entry x of a lower triangle stored row by row (x = t(t + 1)/2 + j, j <= t).
+__device__ __forceinline__ int triangle_row(int x) {
+  int t = static_cast<int>((sqrtf(8.0f * static_cast<float>(x) + 1.0f) - 1.0f) * 0.5f);
+  while ((t + 1) * (t + 2) / 2 <= x) ++t;  // the square root's rounding, either way
+  while (t * (t + 1) / 2 > x) --t;
+  return t;
 }
 
 /// A run of no terms.
@@ -167,25 +181,51 @@ __global__ void __launch_bounds__(operands_threads) operands_kernel(const launch
     w[t * KP + i] = in.w(c0 + t, i);
     sq[t * KP + i] = mul_rn(p.tau, in.q(c0 + t, i));
   });
+  // The gates: loaded by the whole block into G's place (coalesced), then summed one thread a channel in
+  // token order, each G_t overwriting the gate it has just read.
+  if (decays) {
+    for_each<operands_threads>(n * K, [&](int x) { G[(x / K) * KP + x % K] = in.g(c0 + x / K, x % K); });
+    __syncthreads();
+  }
   bool strong_here = false;
-  for_each<operands_threads>(K, [&](int i) {  // the gates, one thread a channel, in token order
+  for_each<operands_threads>(K, [&](int i) {
     strong_here =
-        channel_gates([&](int t) { return in.g(c0 + t, i); }, n, decays, G + i, gam + i, gin + i, KP) || strong_here;
+        channel_gates([&](int t) { return G[t * KP + i]; }, n, decays, G + i, gam + i, gin + i, KP) || strong_here;
   });
   const bool strong = __syncthreads_or(strong_here) != 0;
   if (threadIdx.x == 0) ws[rec.strong()] = strong ? 1.0f : 0.0f;
-  // A / r and σ (keyed_pair_sum; the rows padded: threads of a warp read different rows j).
-  for_each<operands_threads>(n * n, [&](int x) {
-    const int t = x / n, j = x % n;
-    const float d = erases && j < t ? keyed_pair_sum(e + t * KP, w + j * KP, gam + t * KP, gin + j * KP, G + t * KP,
-                                                     G + j * KP, strong, K)
-                                    : 0.0f;
+  // A / r and σ over the pairs j <= t, one pair a thread, both sums from one decay ratio ρ_tj,i a term:
+  // keyed_pair_sum's terms in its order, so the same bits, with ρ and the loads of w_j shared (the
+  // rows padded: threads of a warp read different rows j). The pairs j > t are zeros.
+  for_each<operands_threads>(n * (n + 1) / 2, [&](int x) {
+    const int t = triangle_row(x), j = x - t * (t + 1) / 2;
+    const bool with_a = erases && j < t;
+    const float *e_t = e + t * KP, *sq_t = sq + t * KP, *w_j = w + j * KP, *gam_t = gam + t * KP, *gin_j = gin + j * KP,
+                *G_t = G + t * KP, *G_j = G + j * KP;
+    float d = 0.0f, s = 0.0f;
+    for (int i = 0; i < K; ++i) {
+      const float rho = decay_ratio(strong, gam_t[i], gin_j[i], G_t[i], G_j[i]);
+      if (with_a) d = fma_rn(mul_rn(e_t[i], rho), w_j[i], d);
+      s = fma_rn(mul_rn(sq_t[i], rho), w_j[i], s);
+    }
     dot[t * C + j] = d;
     ws[rec.dot() + t * C + j] = d;
-    ws[rec.sigma() + t * C + j] =
-        j <= t ? keyed_pair_sum(sq + t * KP, w + j * KP, gam + t * KP, gin + j * KP, G + t * KP, G + j * KP, strong, K)
-               : 0.0f;
+    ws[rec.sigma() + t * C + j] = s;
   });
+  for_each<operands_threads>(n * n, [&](int x) {
+    const int t = x / n, j = x % n;
+    if (j > t) dot[t * C + j] = ws[rec.dot() + t * C + j] = ws[rec.sigma() + t * C + j] = 0.0f;
+  });
+  __syncthreads();
+  for_each<operands_threads>(n, [&](int j) {  // 𝒯, one thread a column, rows in order
+    for (int t = 0; t < n; ++t) {
+      float acc = 0.0f;
+#pragma unroll 8  // the loads of a group issued together: the chain waits on its fma only
+      for (int m = j; m < t; ++m) acc = fma_rn(mul_rn(r[t], dot[t * C + m]), Tm[m * C + j], acc);
+      Tm[t * C + j] = t < j ? 0.0f : t == j ? 1.0f : -acc;
+    }
+  });
+  // While 64 threads solve for 𝒯, the others write the chunk's keyed operands and form X.
   for_each<operands_threads>(n * K, [&](int x) {
     const int t = x / K, i = x % K, at = t * KP + i;
     ws[rec.carry() + x] = mul_rn(decay_ratio(strong, gam[L * KP + i], gin[at], G[L * KP + i], G[at]), w[at]);
@@ -195,14 +235,6 @@ __global__ void __launch_bounds__(operands_threads) operands_kernel(const launch
     ws[rec.gin() + x] = gin[at];
     if (t == L) ws[rec.gamma_last() + i] = gam[at];
   });
-  __syncthreads();
-  for_each<operands_threads>(n, [&](int j) {  // 𝒯, one thread a column, rows in order
-    for (int t = 0; t < n; ++t) {
-      float acc = 0.0f;
-      for (int m = j; m < t; ++m) acc = fma_rn(mul_rn(r[t], dot[t * C + m]), Tm[m * C + j], acc);
-      Tm[t * C + j] = t < j ? 0.0f : t == j ? 1.0f : -acc;
-    }
-  });
   // X = r Γ ⊙ e, over e (each element by its own thread; e is not read again).
   for_each<operands_threads>(n * K, [&](int x) {
     const int t = x / K, at = t * KP + x % K;
@@ -211,111 +243,134 @@ __global__ void __launch_bounds__(operands_threads) operands_kernel(const launch
   });
   __syncthreads();
   for_each<operands_threads>(n * n, [&](int x) { ws[rec.Tm() + (x / n) * C + x % n] = Tm[(x / n) * C + x % n]; });
-  interleaved_sums<4, operands_threads>(
-      n * K, 1, [](int) { return 0.0f; },
-      [&](int x, int) { return fma_run{Tm + (x / K) * C, 1, e + x % K, KP, x / K + 1, false}; },
-      [&](int x, float acc) { ws[rec.W() + x] = acc; });
+  // W = 𝒯X (W_ti = Σ_{m ≤ t} 𝒯_tm X_mi; register tiles: tiled_sums.cuh).
+  tiled_sums<2, 4, operands_threads>(
+      n, K, [](int, int) { return 0.0f; }, [&](int t, int i, float acc) { ws[rec.W() + t * K + i] = acc; },
+      run_of<terms::through_row>({Tm, C, 1}, {e, 1, KP}, n));
   __syncthreads();  // X read: Y = r v goes over it
   float* Y = shared;
   for_each<operands_threads>(n * V, [&](int x) { Y[x] = mul_rn(r[x / V], in.v(c0 + x / V, x % V)); });
   __syncthreads();
-  interleaved_sums<4, operands_threads>(
-      n * V, 1, [](int) { return 0.0f; },
-      [&](int x, int) { return fma_run{Tm + (x / V) * C, 1, Y + x % V, V, x / V + 1, false}; },
-      [&](int x, float acc) { ws[rec.U() + x] = acc; });
+  // U = 𝒯Y.
+  tiled_sums<2, 4, operands_threads>(
+      n, V, [](int, int) { return 0.0f; }, [&](int t, int j, float acc) { ws[rec.U() + t * V + j] = acc; },
+      run_of<terms::through_row>({Tm, C, 1}, {Y, 1, V}, n));
 }
 
 // ---- 2. states ------------------------------------------------------------------------------------
 template <class In>
-__global__ void __launch_bounds__(threads) states_kernel(const launch_args a) {
+__global__ void __launch_bounds__(state_threads) states_kernel(const launch_args a) {
   extern __shared__ float shared[];
   const delta_rule_problem& p = a.bp.forward;
-  const int K = a.rec.K, V = a.rec.V, j0 = blockIdx.x * columns;
+  const int K = a.rec.K, V = a.rec.V, j0 = blockIdx.x * columns, KP = padded(K);
   const long long h = blockIdx.y, b = blockIdx.z;
   const device_reader<In> in{p, b, h};
   const bool erases = p.rule != delta_rule_kind::gla;
   const backward_record& rec = a.rec;
-  float *S = shared, *W = S + K * columns, *carry = W + C * K, *Ut = carry + C * K, *last = Ut + C * columns;
-  for_each(K * columns, [&](int x) { S[x] = in.initial(x / columns, j0 + x % columns); });
+  float *S = shared, *W = S + K * columns, *carry = W + C * KP, *Ut = carry + C * KP, *last = Ut + C * columns;
+  for_each<state_threads>(K * columns, [&](int x) { S[x] = in.initial(x / columns, j0 + x % columns); });
   for (int c = 0; c < a.chunks; ++c) {
     float* ws = a.record(b, h, c);
     const int n = a.tokens_of(c);
     __syncthreads();  // S final for this chunk; the previous chunk's operands read
-    for_each(K * columns, [&](int x) { ws[rec.S() + (x / columns) * V + j0 + x % columns] = S[x]; });
-    for_each(n * K, [&](int x) {
-      W[x] = ws[rec.W() + x];
-      carry[x] = ws[rec.carry() + x];
+    for_each<state_threads>(K * columns, [&](int x) { ws[rec.S() + (x / columns) * V + j0 + x % columns] = S[x]; });
+    // The chunk's operands by cp.async, all in flight at once (rows padded: a warp's threads read
+    // several rows); U into Ũ's place, which Ũ = U − W S then overwrites element by element.
+    for_each<state_threads>(n * K, [&](int x) {
+      const int at = (x / K) * KP + x % K;
+      copy_async(W + at, ws + rec.W() + x);
+      copy_async(carry + at, ws + rec.carry() + x);
     });
-    for_each(K, [&](int i) { last[i] = ws[rec.gamma_last() + i]; });
+    for_each<state_threads>(n * columns,
+                            [&](int x) { copy_async(Ut + x, ws + rec.U() + (x / columns) * V + j0 + x % columns); });
+    for_each<state_threads>(K, [&](int i) { copy_async(last + i, ws + rec.gamma_last() + i); });
+    stage_commit();
+    stage_wait<0>();
     __syncthreads();
-    // Ũ = U − W S (GLA: U). (One element a thread at a time: measured faster here than interleaved sums.)
-    for_each(n * columns, [&](int x) {
-      const int t = x / columns, j = x % columns;
-      const float u = ws[rec.U() + t * V + j0 + j];
-      Ut[x] = erases ? add_rn(u, -fma_sum(0.0f, W + t * K, 1, S + j, columns, K)) : u;
-      ws[rec.Ut() + t * V + j0 + j] = Ut[x];
-    });
+    // Ũ = U − W S (GLA: U; register tiles: tiled_sums.cuh).
+    tiled_sums<2, 1, state_threads>(
+        n, columns, [](int, int) { return 0.0f; },
+        [&](int t, int j, float acc) {
+          float& u = Ut[t * columns + j];
+          if (erases) u = add_rn(u, -acc);
+          ws[rec.Ut() + t * V + j0 + j] = u;
+        },
+        run_of<terms::all>({W, KP, 1}, {S, 1, columns}, erases ? K : 0));
     __syncthreads();
     // S' = Γ_L ⊙ S + Σ_m carry_m Ũ_mᵀ.
-    for_each(K * columns, [&](int x) {
-      const int i = x / columns, j = x % columns;
-      S[x] = fma_rn(last[i], S[x], fma_sum(0.0f, carry + i, K, Ut + j, columns, n));
-    });
+    tiled_sums<2, 2, state_threads>(
+        K, columns, [](int, int) { return 0.0f; },
+        [&](int i, int j, float acc) { S[i * columns + j] = fma_rn(last[i], S[i * columns + j], acc); },
+        run_of<terms::all>({carry, 1, KP}, {Ut, 1, columns}, n));
   }
 }
 
 // ---- 3. cotangents --------------------------------------------------------------------------------
-__global__ void __launch_bounds__(threads) cotangents_kernel(const launch_args a) {
+__global__ void __launch_bounds__(state_threads) cotangents_kernel(const launch_args a) {
   extern __shared__ float shared[];
   const delta_rule_backward_problem& bp = a.bp;
   const delta_rule_problem& p = bp.forward;
-  const int K = a.rec.K, V = a.rec.V, j0 = blockIdx.x * columns;
+  const int K = a.rec.K, V = a.rec.V, j0 = blockIdx.x * columns, KP = padded(K);
   const long long h = blockIdx.y, b = blockIdx.z;
   const bool erases = p.rule != delta_rule_kind::gla;
   const backward_record& rec = a.rec;
-  float *D = shared, *carry = D + K * columns, *gsq = carry + C * K, *W = gsq + C * K, *sigma = W + C * K,
-        *d_o = sigma + C * C, *dUt = d_o + C * columns, *last = dUt + C * columns;
-  for_each(K * columns, [&](int x) {
+  // keys: the carry keys for dŨ, then W for dS (two C × K regions, not three: two blocks an SM).
+  float *D = shared, *keys = D + K * columns, *gsq = keys + C * KP, *sigma = gsq + C * KP, *d_o = sigma + C * C,
+        *dUt = d_o + C * columns, *last = dUt + C * columns;
+  for_each<state_threads>(K * columns, [&](int x) {
     D[x] = bp.d_final_state ? bp.d_final_state[((b * p.heads + h) * K + x / columns) * V + j0 + x % columns] : 0.0f;
   });
   for (int c = a.chunks - 1; c >= 0; --c) {
     float* ws = a.record(b, h, c);
     const int n = a.tokens_of(c), c0 = c * C;
-    __syncthreads();
-    for_each(K * columns, [&](int x) { ws[rec.D() + (x / columns) * V + j0 + x % columns] = D[x]; });
-    for_each(n * K, [&](int x) {
-      carry[x] = ws[rec.carry() + x];
-      gsq[x] = ws[rec.gsq() + x];
-      W[x] = ws[rec.W() + x];
+    __syncthreads();  // dS' final; the previous chunk's operands read
+    for_each<state_threads>(K * columns, [&](int x) { ws[rec.D() + (x / columns) * V + j0 + x % columns] = D[x]; });
+    // The chunk's operands by cp.async (rows padded: a warp's threads read several rows).
+    for_each<state_threads>(n * K, [&](int x) {
+      const int at = (x / K) * KP + x % K;
+      copy_async(keys + at, ws + rec.carry() + x);
+      copy_async(gsq + at, ws + rec.gsq() + x);
     });
-    for_each(n * C, [&](int x) { sigma[x] = ws[rec.sigma() + x]; });
-    for_each(n * columns, [&](int x) {
-      const int t = x / columns, j = x % columns;
-      d_o[x] = bp.d_o ? bp.d_o[((b * p.tokens + c0 + t) * p.heads + h) * V + j0 + j] : 0.0f;
+    for_each<state_threads>(n * C, [&](int x) { copy_async(sigma + x, ws + rec.sigma() + x); });
+    for_each<state_threads>(n * columns, [&](int x) {
+      const long long at = ((b * p.tokens + c0 + x / columns) * p.heads + h) * V + j0 + x % columns;
+      if (bp.d_o)
+        copy_async(d_o + x, bp.d_o + at);
+      else
+        d_o[x] = 0.0f;
     });
-    for_each(K, [&](int i) { last[i] = ws[rec.gamma_last() + i]; });
+    for_each<state_threads>(K, [&](int i) { copy_async(last + i, ws + rec.gamma_last() + i); });
+    stage_commit();
+    stage_wait<0>();
     __syncthreads();
-    // dŨ_m = Σ_i carry_mi dS'_i + Σ_{t ≥ m} σ_tm do_t.
-    // (One element a thread at a time: measured faster here than interleaved sums.)
-    for_each(n * columns, [&](int x) {
-      const int m = x / columns, j = x % columns;
-      dUt[x] = fma_sum(fma_sum(0.0f, carry + m * K, 1, D + j, columns, K), sigma + m * C + m, C, d_o + m * columns + j,
-                       columns, n - m);
-      ws[rec.dUt() + m * V + j0 + j] = dUt[x];
-    });
-    __syncthreads();
+    // dŨ_m = Σ_i carry_mi dS'_i + Σ_{t ≥ m} σ_tm do_t (register tiles: tiled_sums.cuh).
+    tiled_sums<2, 1, state_threads>(
+        n, columns, [](int, int) { return 0.0f; },
+        [&](int m, int j, float acc) {
+          dUt[m * columns + j] = acc;
+          ws[rec.dUt() + m * V + j0 + j] = acc;
+        },
+        run_of<terms::all>({keys, KP, 1}, {D, 1, columns}, K),
+        run_of<terms::from_row>({sigma, 1, C}, {d_o, 1, columns}, n));
+    __syncthreads();  // the carry keys read: W goes over them
+    if (erases) {
+      for_each<state_threads>(n * K, [&](int x) { copy_async(keys + (x / K) * KP + x % K, ws + rec.W() + x); });
+      stage_commit();
+      stage_wait<0>();
+      __syncthreads();
+    }
     // dS = Γ_L ⊙ dS' + Σ_t (Γ ⊙ sq)_t do_tᵀ − Σ_m W_m dŨ_mᵀ.
-    for_each(K * columns, [&](int x) {
-      const int i = x / columns, j = x % columns;
-      float acc = fma_sum(0.0f, gsq + i, K, d_o + j, columns, n);
-      if (erases) acc = fnma_sum(acc, W + i, K, dUt + j, columns, n);
-      D[x] = fma_rn(last[i], D[x], acc);
-    });
+    tiled_sums<2, 2, state_threads>(
+        K, columns, [](int, int) { return 0.0f; },
+        [&](int i, int j, float acc) { D[i * columns + j] = fma_rn(last[i], D[i * columns + j], acc); },
+        run_of<terms::all>({gsq, 1, KP}, {d_o, 1, columns}, n),
+        run_of<terms::all>({keys, 1, KP, true}, {dUt, 1, columns}, erases ? n : 0));
   }
   __syncthreads();
   if (bp.d_initial_state)
-    for_each(K * columns,
-             [&](int x) { bp.d_initial_state[((b * p.heads + h) * K + x / columns) * V + j0 + x % columns] = D[x]; });
+    for_each<state_threads>(K * columns, [&](int x) {
+      bp.d_initial_state[((b * p.heads + h) * K + x / columns) * V + j0 + x % columns] = D[x];
+    });
 }
 
 // ---- 4. value sums --------------------------------------------------------------------------------
@@ -370,46 +425,39 @@ __global__ void __launch_bounds__(value_sums_threads) value_sums_kernel(const la
     });
     __syncthreads();
     for_each<value_sums_threads>(K, [&](int i) { R[i] = fma_sum(R[i], D + i * TP, 1, S + i * TP, 1, columns); });
-    // dc_im += Σ_j dS'_ij Ũ_mj, da_it += Σ_j S_ij do_tj (this stage's columns).
-    interleaved_sums<4, value_sums_threads>(
-        K * n, 1, [&](int x) { return dc[(x / n) * C + x % n]; },
-        [&](int x, int) { return fma_run{D + (x / n) * TP, 1, Ut + (x % n) * TP, 1, columns, false}; },
-        [&](int x, float acc) { dc[(x / n) * C + x % n] = acc; });
-    interleaved_sums<4, value_sums_threads>(
-        K * n, 1, [&](int x) { return da[(x / n) * C + x % n]; },
-        [&](int x, int) { return fma_run{S + (x / n) * TP, 1, d_o + (x % n) * TP, 1, columns, false}; },
-        [&](int x, float acc) { da[(x / n) * C + x % n] = acc; });
-    // dσ_tm += Σ_j do_tj Ũ_mj, d𝒯_tm += Σ_j dŨ_tj Y_mj (m ≤ t).
-    interleaved_sums<4, value_sums_threads>(
-        n * n, 1, [&](int x) { return dsigma[(x / n) * C + x % n]; },
-        [&](int x, int) {
-          return x % n <= x / n ? fma_run{d_o + (x / n) * TP, 1, Ut + (x % n) * TP, 1, columns, false} : no_terms();
+    // dc_im += Σ_j dS'_ij Ũ_mj, da_it += Σ_j S_ij do_tj (this stage's columns; register tiles: tiled_sums.cuh).
+    tiled_sums<2, 4, value_sums_threads>(
+        K, n, [&](int i, int m) { return dc[i * C + m]; }, [&](int i, int m, float acc) { dc[i * C + m] = acc; },
+        run_of<terms::all>({D, TP, 1}, {Ut, TP, 1}, columns));
+    tiled_sums<2, 4, value_sums_threads>(
+        K, n, [&](int i, int t) { return da[i * C + t]; }, [&](int i, int t, float acc) { da[i * C + t] = acc; },
+        run_of<terms::all>({S, TP, 1}, {d_o, TP, 1}, columns));
+    // dσ_tm += Σ_j do_tj Ũ_mj, d𝒯_tm += Σ_j dŨ_tj Y_mj (m ≤ t: the tiles sum the others too, unstored).
+    tiled_sums<2, 2, value_sums_threads>(
+        n, n, [&](int t, int m) { return dsigma[t * C + m]; },
+        [&](int t, int m, float acc) {
+          if (m <= t) dsigma[t * C + m] = acc;
         },
-        [&](int x, float acc) { dsigma[(x / n) * C + x % n] = acc; });
+        run_of<terms::all>({d_o, TP, 1}, {Ut, TP, 1}, columns));
     if (erases) {
-      interleaved_sums<4, value_sums_threads>(
-          n * n, 1, [&](int x) { return dTm[(x / n) * C + x % n]; },
-          [&](int x, int) {
-            return x % n <= x / n ? fma_run{dUt + (x / n) * TP, 1, Y + (x % n) * TP, 1, columns, false} : no_terms();
+      tiled_sums<2, 2, value_sums_threads>(
+          n, n, [&](int t, int m) { return dTm[t * C + m]; },
+          [&](int t, int m, float acc) {
+            if (m <= t) dTm[t * C + m] = acc;
           },
-          [&](int x, float acc) { dTm[(x / n) * C + x % n] = acc; });
-      interleaved_sums<4, value_sums_threads>(
-          n * K, 1, [&](int x) { return dW[x]; },
-          [&](int x, int) { return fma_run{dUt + (x / K) * TP, 1, S + (x % K) * TP, 1, columns, false}; },
-          [&](int x, float acc) { dW[x] = acc; });
+          run_of<terms::all>({dUt, TP, 1}, {Y, TP, 1}, columns));
+      tiled_sums<2, 4, value_sums_threads>(
+          n, K, [&](int t, int i) { return dW[t * K + i]; }, [&](int t, int i, float acc) { dW[t * K + i] = acc; },
+          run_of<terms::all>({dUt, TP, 1}, {S, TP, 1}, columns));
     }
-    // dY = 𝒯ᵀ dŨ; dv = r dY.
-    interleaved_sums<4, value_sums_threads>(
-        n * columns, 1, [](int) { return 0.0f; },
-        [&](int x, int) {
-          const int t = x / columns;
-          return fma_run{Tm + t * CP + t, CP, dUt + t * TP + x % columns, TP, n - t, false};
-        },
-        [&](int x, float acc) {
-          const int t = x / columns, j = x % columns;
+    // dY = 𝒯ᵀ dŨ (dY_tj = Σ_{a ≥ t} 𝒯_at dŨ_aj); dv = r dY.
+    tiled_sums<1, 1, value_sums_threads>(
+        n, columns, [](int, int) { return 0.0f; },
+        [&](int t, int j, float acc) {
           dY[t * TP + j] = acc;
           bp.dv[((b * p.tokens + c0 + t) * p.heads + h) * V + j0 + j] = mul_rn(r[t], acc);
-        });
+        },
+        run_of<terms::from_row>({Tm, 1, CP}, {dUt, 1, TP}, n));
     __syncthreads();
     for_each<value_sums_threads>(n, [&](int t) { drY[t] = fma_sum(drY[t], dY + t * TP, 1, v + t * TP, 1, columns); });
   }
@@ -428,31 +476,26 @@ __global__ void __launch_bounds__(value_sums_threads) value_sums_kernel(const la
   for_each<value_sums_threads>(n * n,
                                [&](int x) { ws[rec.dsigma() + (x / n) * C + x % n] = dsigma[(x / n) * C + x % n]; });
   __syncthreads();
-  // d𝒯_tm += Σ_i dW_ti X_mi (m ≤ t); dX = 𝒯ᵀ dW.
-  interleaved_sums<4, value_sums_threads>(
-      n * n, 1, [&](int x) { return dTm[(x / n) * C + x % n]; },
-      [&](int x, int) {
-        return erases && x % n <= x / n ? fma_run{dW + (x / n) * K, 1, X + (x % n) * KP, 1, K, false} : no_terms();
-      },
-      [&](int x, float acc) { dTm[(x / n) * C + x % n] = acc; });
-  interleaved_sums<4, value_sums_threads>(
-      n * K, 1, [](int) { return 0.0f; },
-      [&](int x, int) {
-        const int t = x / K;
-        return erases ? fma_run{Tm + t * CP + t, CP, dW + t * K + x % K, K, n - t, false} : no_terms();
-      },
-      [&](int x, float acc) { ws[rec.dX() + x] = acc; });
+  // d𝒯_tm += Σ_i dW_ti X_mi (m ≤ t); dX = 𝒯ᵀ dW (dX_ti = Σ_{a ≥ t} 𝒯_at dW_ai; GLA: 0).
+  if (erases)
+    tiled_sums<2, 2, value_sums_threads>(
+        n, n, [&](int t, int m) { return dTm[t * C + m]; },
+        [&](int t, int m, float acc) {
+          if (m <= t) dTm[t * C + m] = acc;
+        },
+        run_of<terms::all>({dW, K, 1}, {X, KP, 1}, K));
+  tiled_sums<2, 4, value_sums_threads>(
+      n, K, [](int, int) { return 0.0f; }, [&](int t, int i, float acc) { ws[rec.dX() + t * K + i] = acc; },
+      run_of<terms::from_row>({Tm, 1, CP}, {dW, 1, K}, erases ? n : 0));
   __syncthreads();
-  // M = 𝒯ᵀ d𝒯 (b < t).
-  interleaved_sums<4, value_sums_threads>(
-      n * n, 1, [](int) { return 0.0f; },
-      [&](int x, int) {
-        const int t = x / n;
-        return erases && x % n < t ? fma_run{Tm + t * CP + t, CP, dTm + t * C + x % n, C, n - t, false} : no_terms();
-      },
-      [&](int x, float acc) {
-        if (x % n < x / n) M[(x / n) * C + x % n] = acc;
-      });
+  // M = 𝒯ᵀ d𝒯 (M_tb = Σ_{a ≥ t} 𝒯_at d𝒯_ab, b < t).
+  if (erases)
+    tiled_sums<2, 2, value_sums_threads>(
+        n, n, [](int, int) { return 0.0f; },
+        [&](int t, int bb, float acc) {
+          if (bb < t) M[t * C + bb] = acc;
+        },
+        run_of<terms::from_row>({Tm, 1, CP}, {dTm, 1, C}, n));
   __syncthreads();
   float* dA = dTm;  // d𝒯 is read by nothing after M
   // dA_tj = −Σ_{b ≤ j} M_tb 𝒯_jb (j < t).
@@ -482,21 +525,29 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
   const long long key_head = blockIdx.y, b = blockIdx.z;
   const bool erases = p.rule != delta_rule_kind::gla, decays = p.gate != delta_rule_gate::none;
   const backward_record& rec = a.rec;
+  // The decay prefixes' pair terms read their channel's values along the tokens j, which in the slice's
+  // token-major rows (`columns` floats apart) share two banks: each group of channels is first copied
+  // channel-major into `along` (rows of C + 1 floats, tokens fastest), which those reads walk without
+  // conflicts. (Padding the slice's rows instead slowed channel_token, whose warps read 16 channels of
+  // two tokens: H200, 2026-12-04, docs/kernels.md.)
+  const int CP = padded(C);
   float *dk = shared, *dq = dk + C * K, *dsigma = dq + C * K, *dAr = dsigma + C * C, *r = dAr + C * C,
         *head_sum = r + C, *beta_sum = head_sum + C, *e = beta_sum + C, *w = e + C * columns, *sq = w + C * columns,
         *gam = sq + C * columns, *gin = gam + C * columns, *G = gin + C * columns, *dX = G + C * columns,
         *dG = dX + C * columns, *F = dG + C * columns, *direct = F + C * columns, *da = direct + C * columns,
-        *dc = da + columns * padded(C), *R = dc + columns * padded(C), *prefix = R + columns;
+        *dc = da + columns * CP, *R = dc + columns * CP, *prefix = R + columns,
+        *along = prefix + prefix_channels * C * CP;
   for (int u = 0; u < group; ++u) {
     const long long h = key_head * group + u;
     const device_reader<In> in{p, b, h};
     const float* ws = a.record(b, h, c);
     const bool strong = ws[rec.strong()] != 0.0f;
-    __syncthreads();  // the previous head's pairs read
-    for_each<channels_threads>(n * n, [&](int x) {
-      const int at = (x / n) * C + x % n;
-      dsigma[at] = ws[rec.dsigma() + at];
-      dAr[at] = ws[rec.dAr() + at];
+    __syncthreads();                                // the previous head's pairs read
+    for_each<channels_threads>(C * C, [&](int x) {  // indices over C, a constant: shifts, not divisions by n
+      if (x / C < n && x % C < n) {
+        dsigma[x] = ws[rec.dsigma() + x];
+        dAr[x] = ws[rec.dAr() + x];
+      }
     });
     for_each<channels_threads>(n, [&](int t) {
       r[t] = in.beta(c0 + t);
@@ -515,24 +566,20 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
         gin[x] = ws[rec.gin() + t * K + i];
         G[x] = ws[rec.G() + t * K + i];
         dX[x] = ws[rec.dX() + t * K + i];
-        da[il * padded(C) + t] = ws[rec.da() + i * C + t];
-        dc[il * padded(C) + t] = ws[rec.dc() + i * C + t];
+      });
+      for_each<channels_threads>(columns * C, [&](int x) {  // da, dc are channel-major: tokens fastest
+        const int il = x / C, t = x % C;
+        if (t < n) {
+          da[il * CP + t] = ws[rec.da() + (i0 + il) * C + t];
+          dc[il * CP + t] = ws[rec.dc() + (i0 + il) * C + t];
+        }
       });
       for_each<channels_threads>(columns, [&](int il) { R[il] = ws[rec.R() + i0 + il]; });
       __syncthreads();
       // Channel il of the slice, as channel_token and the gates' sums read it.
       const auto channel_of = [&](int il) {
-        return channel_inputs{e + il,
-                              w + il,
-                              sq + il,
-                              gam + il,
-                              gin + il,
-                              G + il,
-                              dX + il,
-                              columns,
-                              da + il * padded(C),
-                              dc + il * padded(C),
-                              R[il]};
+        return channel_inputs{e + il,  w + il,  sq + il,      gam + il,     gin + il, G + il,
+                              dX + il, columns, da + il * CP, dc + il * CP, R[il]};
       };
       for_each<channels_threads>(n * columns, [&](int x) {
         const int t = x / columns, il = x % columns, i = i0 + il;
@@ -549,25 +596,46 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
       if (decays)  // the decay ratios' part of the gates, prefix_channels channels at a time
         for (int c0l = 0; c0l < columns; c0l += prefix_channels) {
           __syncthreads();  // the previous channels' prefixes read
-          for_each<channels_threads>(prefix_channels * n, [&](int x) {
-            const int ch = x / n, t = x % n;
-            const channel_inputs in_ch = channel_of(c0l + ch);
-            decay_prefix(channel_pairs{in_ch, pairs, n, erases, strong}, t, prefix + (ch * C + t) * padded(C), 1);
+          // e, w, sq, Γ, Γ⁻, G (consecutive C × columns arrays from e) of the group's channels.
+          for_each<channels_threads>(6 * prefix_channels * C, [&](int x) {
+            const int array = x / (prefix_channels * C), ch = x / C % prefix_channels, t = x % C;
+            if (t < n) along[(array * prefix_channels + ch) * CP + t] = e[array * C * columns + t * columns + c0l + ch];
           });
           __syncthreads();
-          for_each<channels_threads>(prefix_channels * n, [&](int x) {
-            const int ch = x / n, s = x % n;
-            F[s * columns + c0l + ch] = decay_gate_share(prefix + ch * C * padded(C), padded(C), 1, s, n);
+          // Every pair's d_tj (decay_prefix's terms) at once, s = j + 1 fastest: a warp reads along the
+          // rows of `along` and of the pair cotangents and writes along the prefix rows. Then each row's sums.
+          for_each<channels_threads>(prefix_channels * C * C, [&](int x) {
+            const int ch = x / (C * C), t = x / C % C, s = x % C;
+            if (s >= 1 && s <= t && t < n) {
+              const auto row = [&](int array) { return along + (array * prefix_channels + ch) * CP; };
+              const channel_inputs in_ch{
+                  row(0),     row(1), row(2), row(3), row(4), row(5), dX, 1, da + (c0l + ch) * CP, dc + (c0l + ch) * CP,
+                  R[c0l + ch]};
+              prefix[(ch * C + t) * CP + s] = channel_pairs{in_ch, pairs, n, erases, strong}.pair_decay(t, s - 1);
+            }
+          });
+          __syncthreads();
+          for_each<channels_threads>(prefix_channels * C, [&](int x) {
+            const int ch = x / C, t = x % C;
+            if (t < n) prefix_in_place(prefix + (ch * C + t) * padded(C), t, 1);
+          });
+          __syncthreads();
+          for_each<channels_threads>(prefix_channels * C, [&](int x) {
+            const int ch = x / C, s = x % C;
+            if (s < n) F[s * columns + c0l + ch] = decay_gate_share(prefix + ch * C * padded(C), padded(C), 1, s, n);
           });
         }
       __syncthreads();
       if (decays)
         for_each<channels_threads>(columns, [&](int il) { gate_cotangents(direct + il, F + il, dG + il, columns, n); });
       __syncthreads();
+      if (decays && p.gate == delta_rule_gate::per_channel)
+        for_each<channels_threads>(n * columns, [&](int x) {
+          const int t = x / columns, il = x % columns;
+          bp.dg[((b * p.tokens + c0 + t) * p.heads + h) * K + i0 + il] = dG[x];
+        });
       for_each<channels_threads>(n, [&](int t) {
-        const long long row = (b * p.tokens + c0 + t) * p.heads + h;
         for (int il = 0; il < columns; ++il) {
-          if (decays && p.gate == delta_rule_gate::per_channel) bp.dg[row * K + i0 + il] = dG[t * columns + il];
           if (decays) head_sum[t] = add_rn(head_sum[t], dG[t * columns + il]);
           beta_sum[t] = fma_rn(dX[t * columns + il], mul_rn(gam[t * columns + il], e[t * columns + il]), beta_sum[t]);
         }
@@ -604,11 +672,11 @@ void launch(const delta_rule_backward_problem& bp, float* workspace, const bool 
                  H = HV / static_cast<unsigned>(p.key_head_group);
   constexpr std::size_t f = sizeof(float);
   const std::size_t operands = f * (operands_region(K, V) + 2 * C * C + C),
-                    states = f * (K * columns + 2 * C * K + C * columns + K),
-                    cotangents = f * (K * columns + 3 * C * K + C * C + 2 * C * columns + K),
+                    states = f * (K * columns + 2 * C * padded(K) + C * columns + K),
+                    cotangents = f * (K * columns + 2 * C * padded(K) + C * C + 2 * C * columns + K),
                     value_sums = f * (C * padded(C) + 3 * C * C + 3 * K * C + K + 2 * C + value_sums_stage(K)),
                     channels = f * (2 * C * K + 2 * C * C + 3 * C + 10 * C * columns + 2 * columns * padded(C) +
-                                    columns + prefix_channels * C * padded(C));
+                                    columns + prefix_channels * C * padded(C) + 6 * prefix_channels * padded(C));
   allow_shared(operands_kernel<In>, operands, "cudaFuncSetAttribute(operands_kernel)");
   allow_shared(states_kernel<In>, states, "cudaFuncSetAttribute(states_kernel)");
   allow_shared(cotangents_kernel, cotangents, "cudaFuncSetAttribute(cotangents_kernel)");
@@ -617,9 +685,9 @@ void launch(const delta_rule_backward_problem& bp, float* workspace, const bool 
   const dim3 per_chunk(static_cast<unsigned>(chunks), HV, B), per_columns(static_cast<unsigned>(V / columns), HV, B);
   if (which[0] && chunks > 0) operands_kernel<In><<<per_chunk, operands_threads, operands, stream>>>(a);
   check_cuda(cudaGetLastError(), "operands_kernel");
-  if (which[1]) states_kernel<In><<<per_columns, threads, states, stream>>>(a);
+  if (which[1]) states_kernel<In><<<per_columns, state_threads, states, stream>>>(a);
   check_cuda(cudaGetLastError(), "states_kernel");
-  if (which[2]) cotangents_kernel<<<per_columns, threads, cotangents, stream>>>(a);
+  if (which[2]) cotangents_kernel<<<per_columns, state_threads, cotangents, stream>>>(a);
   check_cuda(cudaGetLastError(), "cotangents_kernel");
   if (which[3] && chunks > 0) value_sums_kernel<In><<<per_chunk, value_sums_threads, value_sums, stream>>>(a);
   check_cuda(cudaGetLastError(), "value_sums_kernel");

@@ -7,6 +7,7 @@
 
 #include <cuda_runtime.h>
 
+#include "async_copy.cuh"
 #include "device_arena.hpp"
 #include "kalman_oracle/gpu/kla_forward.hpp"
 
@@ -22,14 +23,7 @@ __device__ __forceinline__ void stage_element(float* to, const In* from) {
 }
 template <>
 __device__ __forceinline__ void stage_element<float>(float* to, const float* from) {
-  const auto shared = static_cast<unsigned>(__cvta_generic_to_shared(to));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(shared), "l"(from));
-}
-__device__ __forceinline__ void stage_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-/// Waits until at most `Pending` committed groups are still in flight.
-template <int Pending>
-__device__ __forceinline__ void stage_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
+  copy_async(to, from);
 }
 
 /// The staged rows are token-fastest, kla_stage_row = chunk + 1 floats each: one thread reads its

@@ -144,6 +144,21 @@ KALMAN_ORACLE_HD float key_gradient(delta_rule_kind rule, const channel_token_gr
   return rule == delta_rule_kind::beta_form ? add_rn(g.de, g.dw) : rule == delta_rule_kind::two_key ? g.de : g.dw;
 }
 
+/// Row t's prefixes in place: row[s·ps] holds d_t,s−1 for 1 <= s <= t on entry and P_t(s) on exit
+/// (P_t(s) = P_t(s − 1) + d_t,s−1, s rising, from P_t(0) = +0, which row[0] gets). Eight terms are read
+/// before they are added, so that a device thread waits on its adds only.
+KALMAN_ORACLE_HD void prefix_in_place(float* row, int t, int ps) {
+  float sum = 0.0f;
+  row[0] = sum;
+  for (int s0 = 1; s0 <= t; s0 += 8) {
+    float d[8];
+    for (int u = 0; u < 8; ++u)
+      if (s0 + u <= t) d[u] = row[(s0 + u) * ps];
+    for (int u = 0; u < 8; ++u)
+      if (s0 + u <= t) row[(s0 + u) * ps] = sum = add_rn(sum, d[u]);
+  }
+}
+
 /// The decay ratios' part of the log gates' cotangents, without cancellation. ρ_tj = e^{G_t − G_j}
 /// depends on g_s exactly when j < s <= t, so that part of dg_s is F(s) = Σ_{t ≥ s} P_t(s), the row
 /// prefixes P_t(s) = Σ_{j < s} d_tj (channel_pairs::pair_decay): every term counted once, where it
@@ -151,10 +166,10 @@ KALMAN_ORACLE_HD float key_gradient(delta_rule_kind rule, const channel_token_gr
 /// every pair, and a gate gradient that is exactly zero, the first token's with a zero initial state,
 /// comes out as a rounding residual). decay_prefix: row t's P_t(0 … t) at prefix[s·ps], P_t(0) = +0,
 /// j rising; decay_gate_share: F(s) from +0, t rising.
+/// The kernel forms every d_tj of a few channels at once, then runs the rows' sums: prefix_in_place.
 KALMAN_ORACLE_HD void decay_prefix(const channel_pairs& q, int t, float* prefix, int ps) {
-  float sum = 0.0f;
-  prefix[0] = sum;
-  for (int s = 1; s <= t; ++s) prefix[s * ps] = sum = add_rn(sum, q.pair_decay(t, s - 1));
+  for (int s = 1; s <= t; ++s) prefix[s * ps] = q.pair_decay(t, s - 1);
+  prefix_in_place(prefix, t, ps);
 }
 /// F(s) = Σ_{t = s}^{n−1} P_t(s), t rising; P_t(s) at prefix[t·rs + s·ps].
 KALMAN_ORACLE_HD float decay_gate_share(const float* prefix, int rs, int ps, int s, int n) {
