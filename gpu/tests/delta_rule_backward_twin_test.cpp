@@ -11,7 +11,9 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
@@ -68,6 +70,28 @@ gradients<S> reference_gradients(const backward_case& c, const drawn& x, float t
 }  // namespace
 
 TEST_SUITE("twin") {
+  // The decay prefixes' sums (models/delta_rule_backward.cuh): prefix_in_place reads its terms eight at a
+  // time before adding them (so that a device thread waits on its adds only); each row must still be the
+  // plain running sum, partial sums rounded in order, at every length a chunk allows, including the ones
+  // that end inside a group of eight, and with a stride between the entries.
+  TEST_CASE("twin: prefix_in_place is the running sum of its entries, in order, at every row length") {
+    std::mt19937 gen(20261204);
+    std::uniform_real_distribution<float> term(-1.0f, 1.0f);
+    for (int ps : {1, 3})
+      for (int t = 0; t < delta_rule_backward_chunk_tokens; ++t) {
+        std::vector<float> row((t + 1) * ps, std::nanf("")), expected(t + 1);
+        for (int s = 1; s <= t; ++s) row[s * ps] = std::ldexp(term(gen), static_cast<int>(gen() % 40) - 20);
+        float sum = 0.0f;
+        expected[0] = sum;
+        for (int s = 1; s <= t; ++s) expected[s] = sum = add_rn(sum, row[s * ps]);
+        prefix_in_place(row.data(), t, ps);
+        for (int s = 0; s <= t; ++s) {
+          INFO("row length " << t << ", stride " << ps << ", entry " << s);
+          CHECK(std::bit_cast<std::uint32_t>(row[s * ps]) == std::bit_cast<std::uint32_t>(expected[s]));
+        }
+      }
+  }
+
   TEST_CASE("twin: chunked delta-rule backward within the gradient budget of the reference adjoint") {
     unsigned seed = 31;
     double overall = 0;
