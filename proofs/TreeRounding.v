@@ -16,7 +16,7 @@
 
     η = −ln(1 − u): the tree recursion the C++ evaluates for the scan forms with power-of-two
     rescaling (an exact common factor: Birkhoff.act_rescale; trace or max-entry rescaling add one
-    rounding an entry, δ = 6η, not covered here). *)
+    rounding an entry, δ = 6η: TreeRescale.v). *)
 
 From Coq Require Import Reals Lra Lia.
 From KalmanOracle Require Import Mobius FloatError Birkhoff.

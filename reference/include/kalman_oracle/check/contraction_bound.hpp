@@ -136,6 +136,7 @@ struct log_error_monoid {
 struct mobius_recursion_rounding {
   double leaf = 0;   ///< a computed leaf's action: 2k for entries within k roundings (act_perturbed)
   double node = 0;   ///< one compose of a scan: 2 roundings per entry, 3 with a trace/max-entry rescale: 2 × 3
+                     ///< (proofs/TreeRounding.v: 4η; proofs/TreeRescale.v: 6η)
   double apply = 0;  ///< the prefix applied to x_0: numerator 2, denominator 2, quotient 1
   double step = 0;   ///< one step of the sequential recursion x_t = f_t(x_{t−1})
 };
