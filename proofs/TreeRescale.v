@@ -154,10 +154,9 @@ Theorem fl_rescaled_tree_contraction : forall t, leaves_strict u t -> rescaled_o
     0 < apply (tfl_rescaled t) x /\
     Rabs (ln (apply (tfl_rescaled t) x) - ln (apply (texact t) x)) <= tree_bound (to_etree_rescaled t).
 Proof.
-  intros t Hl Ht x Hx.
-  destruct (tree_error (to_etree_rescaled t) (to_etree_rescaled_ok t Hl Ht) x Hx) as [Hc [_ Hb]].
-  rewrite to_etree_rescaled_computed in Hc, Hb. rewrite to_etree_rescaled_exact in Hb by assumption.
-  split; assumption.
+  intros t Hl Ht.
+  apply tree_contraction_of; [apply to_etree_rescaled_ok; assumption | apply to_etree_rescaled_computed |].
+  intros x Hx. apply to_etree_rescaled_exact; assumption.
 Qed.
 
 End Rescaled.

@@ -22,6 +22,18 @@ From Coq Require Import Reals Lra Lia.
 From KalmanOracle Require Import Mobius FloatError Birkhoff.
 Open Scope R_scope.
 
+(** What every tree theorem below concludes from Birkhoff.v's [tree_error]: an evaluation tree whose
+    computed root acts as c and whose exact composition acts as e (x > 0) puts c x within B(T) of e x. *)
+Lemma tree_contraction_of : forall T (c e : R -> R), Birkhoff.tree_ok T -> Birkhoff.computed T = c ->
+  (forall x, 0 < x -> Birkhoff.exact T x = e x) ->
+  forall x, 0 < x -> 0 < c x /\ Rabs (ln (c x) - ln (e x)) <= tree_bound T.
+Proof.
+  intros T c e Hok Hc He x Hx.
+  destruct (tree_error T Hok x Hx) as [Hpos [_ Hb]].
+  rewrite Hc in Hpos, Hb. rewrite He in Hb by exact Hx.
+  split; assumption.
+Qed.
+
 Section Trees.
 
 Variable u : R.
@@ -141,10 +153,8 @@ Theorem fl_tree_contraction : forall t, leaves_strict t -> FloatError.tree_ok u 
     0 < apply (tfl fl t) x /\
     Rabs (ln (apply (tfl fl t) x) - ln (apply (texact t) x)) <= tree_bound (to_etree t).
 Proof.
-  intros t Hl Ht x Hx.
-  destruct (tree_error (to_etree t) (to_etree_ok t Hl Ht) x Hx) as [Hc [_ Hb]].
-  rewrite to_etree_computed in Hc, Hb. rewrite to_etree_exact in Hb by assumption.
-  split; assumption.
+  intros t Hl Ht. apply tree_contraction_of; [apply to_etree_ok; assumption | apply to_etree_computed |].
+  intros x Hx. apply to_etree_exact; assumption.
 Qed.
 
 End Trees.
