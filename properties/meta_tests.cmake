@@ -62,6 +62,9 @@ set(KALMAN_ORACLE_META_TESTS
   wy_chunk_bound_drops_carried:error_bound
   wy_pseudo_value_bound_drops_key_products:error_bound
   kdn_posterior_rule_drops_propagated:error_bound
+  # kdn_leaf_local: the KDN covariance leaf's trajectory-local factors (check/kdn_leaf_local.hpp)
+  kdn_local_lipschitz_at_centre:kdn_leaf_local
+  kdn_local_action_drops_gain:kdn_leaf_local
   # rounding: correctly rounded conversions from MPFR (scalar/rounding.hpp)
   round_ties_away:rounding
   # grad: reference adjoints = tape = duals = central differences (reference/include/kalman_oracle/grad/*.hpp)

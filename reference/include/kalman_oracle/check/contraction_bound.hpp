@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <span>
@@ -77,6 +78,10 @@ struct normalised_product {
 /// the node's exact product normalised, with whether every product so far stayed in range.
 struct log_error {
   double tau = 1, err = 0;
+  /// The largest error of any point the node's evaluation passes through, read from an exact input
+  /// (docs/error-model.md, "the trajectory-local bound": the computed product acts as the leaves
+  /// applied one by one, each compose's rounding a perturbation at the end of its segment); at least err.
+  double peak = 0;
   normalised_product product;
   bool in_range = true;
 };
@@ -126,6 +131,9 @@ struct log_error_monoid {
     n.tau = later.tau * earlier.tau;
     n.err =
         later.err + KALMAN_ORACLE_MUTANT(contraction_bound_drops_child, later.tau * earlier.err, 0.0) + node_rounding;
+    // The points inside the later segment start from the earlier one's output, within earlier.err;
+    // exact maps move errors by at most their Lipschitz factor, at most 1.
+    n.peak = std::max({earlier.peak, later.peak + earlier.err, n.err});
     n.product = normalise(l.a * r.a + l.b * r.c, l.a * r.b + l.b * r.d, l.c * r.a + l.d * r.c, l.c * r.b + l.d * r.d);
     n.in_range = later.in_range && earlier.in_range && compose_in_range(l, r) && normalised_in_range(n.product);
     return n;
@@ -185,97 +193,143 @@ inline std::string covered_orders_text() {
   return s + "; then applied to the prior";
 }
 
-/// The scan's inputs: each leaf's τ, its computed action's error `leaf_error`, its normalised matrix.
-inline std::vector<log_error> leaf_log_errors(std::span<const bounded_leaf> leaves, double leaf_error) {
+/// The scan's inputs: each leaf's τ, its computed action's error, its normalised matrix.
+inline std::vector<log_error> leaf_log_errors(std::span<const bounded_leaf> leaves, std::span<const double> tau,
+                                              std::span<const double> leaf_error) {
   std::vector<log_error> xs(leaves.size());
   for (std::size_t t = 0; t < leaves.size(); ++t) {
-    xs[t].tau = leaves[t].tau;
-    xs[t].err = leaf_error;
+    xs[t].tau = tau[t];
+    xs[t].err = leaf_error[t];
+    xs[t].peak = leaf_error[t];
     xs[t].product = normalise(leaves[t].a, leaves[t].b, leaves[t].c, leaves[t].d);
     xs[t].in_range = normalised_in_range(xs[t].product);
   }
   return xs;
 }
 
-/// The sequential recursion's per-token log-error bound: E_t = τ_t E_{t−1} + δ, E_0 = 0
-/// (proofs/Birkhoff.v, sequential_error), inflated (see the top).
-inline std::vector<double> sequential_log_bound(std::span<const bounded_leaf> leaves, double step) {
-  if (leaves.size() > longest_bounded_sequence)
-    throw std::invalid_argument("sequential_log_bound: " + std::to_string(leaves.size()) + " tokens; at most 2^20");
-  std::vector<double> bound(leaves.size());
-  double e = 0;
-  for (std::size_t t = 0; t < leaves.size(); ++t) {
-    e = leaves[t].tau * e + step;
-    bound[t] = e * bound_inflation;
-  }
-  return bound;
+/// What one evaluation of a lane's bounds returns: per token, the bound of the computed x_t (now)
+/// and of the x_{t−1} that token t reads (previous), and the largest error of any point an
+/// evaluation passes through (peak: the radius the trajectory-local factors may assume).
+struct lane_log_bounds {
+  std::vector<double> now, previous;
+  double peak = 0;
+};
+
+/// Each leaf's factors for one evaluation: τ (or a smaller trajectory-local Lipschitz factor), the
+/// computed leaf's action error, and the sequential step's error.
+struct lane_leaf_factors {
+  std::vector<double> tau, leaf_error, step_error;
+};
+
+inline lane_leaf_factors uniform_leaf_factors(std::span<const bounded_leaf> leaves,
+                                              const mobius_recursion_rounding& r) {
+  lane_leaf_factors f{std::vector<double>(leaves.size()), std::vector<double>(leaves.size(), r.leaf),
+                      std::vector<double>(leaves.size(), r.step)};
+  for (std::size_t t = 0; t < leaves.size(); ++t) f.tau[t] = leaves[t].tau;
+  return f;
 }
 
-/// One covered scan's per-token log-error bound: each prefix's tree_bound (leaf errors r.leaf,
-/// node roundings r.node) plus the application r.apply, inflated. `in_range` is cleared when the
-/// scan's normalised products leave binary32's safe range.
-inline std::vector<double> scan_log_bound(std::span<const bounded_leaf> leaves, const mobius_recursion_rounding& r,
-                                          const covered_scan& scan, bool& in_range) {
+/// One lane's bounds over the covered orders (or, with `only`, that one scan without the sequential
+/// recursion), token by token the largest:
+/// - now: the sequential recursion E_t = τ_t E_{t−1} + δ_t (proofs/Birkhoff.v, sequential_error) and
+///   each scan's inclusive prefix t (tree_bound, node roundings r.node) plus the application r.apply;
+/// - previous: the sequential E_{t−1}, each scan's inclusive prefix t − 1 and its exclusive prefix t
+///   (what a kernel computes when it needs the previous value: its tree differs from the inclusive
+///   one) with the application; x_{−1} is the exact prior: 0 for t = 0 except through an exclusive
+///   scan's application.
+/// All inflated (see the top). `in_range` is cleared when a scan's normalised products leave
+/// binary32's safe range.
+inline lane_log_bounds lane_log_bound(std::span<const bounded_leaf> leaves, const lane_leaf_factors& f,
+                                      const mobius_recursion_rounding& r, bool& in_range, bool want_previous = true,
+                                      const covered_scan* only = nullptr) {
   const std::size_t n = leaves.size();
   if (n > longest_bounded_sequence)
-    throw std::invalid_argument("scan_log_bound: " + std::to_string(n) + " tokens; at most 2^20");
-  const log_error_monoid monoid{r.node};
-  const std::vector<log_error> xs = leaf_log_errors(leaves, r.leaf);
-  const std::span<const log_error> in(xs);
-  const auto prefixes =
-      scan.tiled ? tiled_inclusive_scan(monoid, in, *scan.tiled)
-                 : inclusive_scan(scan.schedule, monoid, in, scan.chunk == 0 ? default_scan_chunk_size : scan.chunk);
-  std::vector<double> bound(n);
-  for (std::size_t t = 0; t < n; ++t) {
-    bound[t] = (prefixes[t].err + r.apply) * bound_inflation;
-    in_range = in_range && prefixes[t].in_range;
-  }
-  return bound;
-}
-
-/// The log-error bound of the computed x_{t−1} that token t's next step reads (a gain, a decay of
-/// the mean), over every covered order: the sequential recursion's and each scan's inclusive prefix
-/// t − 1, and each scan's exclusive prefix t (what a kernel computes when it needs the previous
-/// value: its tree differs from the inclusive one). x_{−1} is the exact prior: 0 for t = 0 except
-/// through an exclusive scan's application.
-/// With `only`, the bound of that one scan order (without the sequential recursion).
-inline std::vector<double> previous_log_bound(std::span<const bounded_leaf> leaves, const mobius_recursion_rounding& r,
-                                              bool& in_range, const covered_scan* only = nullptr) {
-  const std::size_t n = leaves.size();
-  std::vector<double> bound(n, 0);
+    throw std::invalid_argument("the Moebius recursion's bound: " + std::to_string(n) + " tokens; at most 2^20");
+  lane_log_bounds out{std::vector<double>(n, 0), std::vector<double>(n, 0), 0};
   if (!only) {
-    const auto sequential = sequential_log_bound(leaves, r.step);
-    for (std::size_t t = 1; t < n; ++t) bound[t] = sequential[t - 1];
+    double e = 0;
+    for (std::size_t t = 0; t < n; ++t) {
+      e = f.tau[t] * e + f.step_error[t];
+      out.now[t] = e * bound_inflation;
+      if (t + 1 < n) out.previous[t + 1] = out.now[t];
+      out.peak = std::max(out.peak, out.now[t]);
+    }
   }
   const log_error_monoid monoid{r.node};
-  const std::vector<log_error> xs = leaf_log_errors(leaves, r.leaf);
+  const std::vector<log_error> xs = leaf_log_errors(leaves, f.tau, f.leaf_error);
   const std::span<const log_error> in(xs);
   for (const auto& scan : covered_scans()) {
     if (only && only->name != scan.name) continue;
     const std::size_t chunk = scan.chunk == 0 ? default_scan_chunk_size : scan.chunk;
     const auto inclusive =
         scan.tiled ? tiled_inclusive_scan(monoid, in, *scan.tiled) : inclusive_scan(scan.schedule, monoid, in, chunk);
+    for (std::size_t t = 0; t < n; ++t) {
+      const double bound = (inclusive[t].err + r.apply) * bound_inflation;
+      out.now[t] = std::max(out.now[t], bound);
+      if (t + 1 < n) out.previous[t + 1] = std::max(out.previous[t + 1], bound);
+      out.peak = std::max(out.peak, inclusive[t].peak * bound_inflation);
+      in_range = in_range && inclusive[t].in_range;
+    }
+    if (!want_previous) continue;
     const auto exclusive =
         scan.tiled ? tiled_exclusive_scan(monoid, in, *scan.tiled) : exclusive_scan(scan.schedule, monoid, in, chunk);
     for (std::size_t t = 0; t < n; ++t) {
-      if (t > 0) bound[t] = std::max(bound[t], (inclusive[t - 1].err + r.apply) * bound_inflation);
-      bound[t] = std::max(bound[t], (exclusive[t].err + r.apply) * bound_inflation);
-      in_range = in_range && inclusive[t].in_range && exclusive[t].in_range;
+      out.previous[t] = std::max(out.previous[t], (exclusive[t].err + r.apply) * bound_inflation);
+      out.peak = std::max(out.peak, exclusive[t].peak * bound_inflation);
+      in_range = in_range && exclusive[t].in_range;
     }
   }
-  return bound;
+  return out;
 }
 
-/// The per-token log-error bound of one lane over every covered order: the sequential recursion
-/// and each covered scan (the largest of their bounds, token by token).
+/// One covered scan's per-token log-error bound (without the sequential recursion).
+inline std::vector<double> scan_log_bound(std::span<const bounded_leaf> leaves, const mobius_recursion_rounding& r,
+                                          const covered_scan& scan, bool& in_range) {
+  return lane_log_bound(leaves, uniform_leaf_factors(leaves, r), r, in_range, false, &scan).now;
+}
+
+/// The bound of the computed x_{t−1} that token t reads, over every covered order (with `only`, that
+/// one scan's, without the sequential recursion).
+inline std::vector<double> previous_log_bound(std::span<const bounded_leaf> leaves, const mobius_recursion_rounding& r,
+                                              bool& in_range, const covered_scan* only = nullptr) {
+  return lane_log_bound(leaves, uniform_leaf_factors(leaves, r), r, in_range, true, only).previous;
+}
+
+/// The per-token log-error bound of one lane over every covered order.
 inline std::vector<double> mobius_recursion_log_bound(std::span<const bounded_leaf> leaves,
                                                       const mobius_recursion_rounding& r, bool& in_range) {
-  std::vector<double> bound = sequential_log_bound(leaves, r.step);
-  for (const auto& scan : covered_scans()) {
-    const auto b = scan_log_bound(leaves, r, scan, in_range);
-    for (std::size_t t = 0; t < bound.size(); ++t) bound[t] = std::max(bound[t], b[t]);
+  return lane_log_bound(leaves, uniform_leaf_factors(leaves, r), r, in_range, false).now;
+}
+
+/// A lane's trajectory-local factors for a radius ρ: per leaf, the exact leaf's log-Lipschitz factor
+/// and the computed leaf's and the sequential step's errors, for every input within ρ (log units) of
+/// the exact point the leaf reads (check/kdn_leaf_local.hpp for the KDN covariance leaves).
+using trajectory_factors = std::function<lane_leaf_factors(double rho)>;
+
+/// The trajectory-local bound (docs/error-model.md, "KDN covariances: the trajectory-local bound"):
+/// every covered order computes x_t as if the leaves were applied one by one to the exact prior, each
+/// compose's rounding a perturbation at the end of its segment, so the bound of any order is the
+/// same tree recursion with each leaf's τ replaced by the exact leaf's Lipschitz factor near the
+/// trajectory, and its uniform error by its error near the trajectory, once every point an evaluation
+/// passes through is known to lie near it. The first evaluation (global τ, uniform errors: sound
+/// everywhere) bounds every such point by its peak ρ₀; factors valid within ρ₀ give a second, whose
+/// peak ρ₁ <= ρ₀ bounds them again; twice. Each factor is the smaller of the uniform and the local one.
+inline lane_log_bounds trajectory_lane_log_bound(std::span<const bounded_leaf> leaves,
+                                                 const mobius_recursion_rounding& r, bool& in_range,
+                                                 const trajectory_factors& local) {
+  lane_leaf_factors f = uniform_leaf_factors(leaves, r);
+  lane_log_bounds b = lane_log_bound(leaves, f, r, in_range);
+  for (int refinement = 0; refinement < 2; ++refinement) {
+    const lane_leaf_factors near = local(b.peak);
+    for (std::size_t t = 0; t < leaves.size(); ++t) {
+      f.tau[t] = std::min(f.tau[t], near.tau[t]);
+      f.leaf_error[t] = std::min(f.leaf_error[t], near.leaf_error[t]);
+      f.step_error[t] = std::min(f.step_error[t], near.step_error[t]);
+    }
+    bool same_products = true;  // the products are those of the first evaluation
+    b = lane_log_bound(leaves, f, r, same_products);
   }
-  return bound;
+  return b;
 }
 
 }  // namespace kalman_oracle::check

@@ -16,6 +16,9 @@
 //   leaf   entries a (5), ω (0), u a (9), 1 + u ω (5): within 9, so the action within 18 (machine-checked:
 //          proofs/KdnLeaf.v, kdn_leaf_fl_within); node 6;
 //          apply 5.
+// Each leaf's τ and errors are refined along the exact trajectory (check/kdn_leaf_local.hpp: the local
+// Lipschitz factor and the action and step errors from â's 5 and û's 3, at most 7η and 10η;
+// contraction_bound.hpp's trajectory_lane_log_bound).
 // Then E(p_t,i) <= E_t,i (the largest over the covered orders), E(p̂_t,i) <= W(a p / p̂, E^prev_t,i + 6)
 // + 1 (W(w, E) = ln(1 + w(e^E − 1)): how far a p + ω moves when p moves within E, w the term's weight,
 // contraction_bound.hpp's affine_log_error; at w = 1 the count E^prev + 7), E(κ_t,i) <= E(p̂_t,i) +
@@ -43,6 +46,7 @@
 
 #include "kalman_oracle/check/contraction_bound.hpp"
 #include "kalman_oracle/check/delta_rule_bound.hpp"
+#include "kalman_oracle/check/kdn_leaf_local.hpp"
 #include "kalman_oracle/check/kla_bound.hpp"
 #include "kalman_oracle/check/two_key_propagation.hpp"
 #include "kalman_oracle/models/diagonal.hpp"
@@ -65,6 +69,10 @@ inline mobius_recursion_rounding diagonal_kdn_rounding(double u) {
   const double eta = log_rounding(u);
   return {18 * eta, 6 * eta, 5 * eta, 20 * eta};
 }
+
+/// The diagonal leaf's formation counts for the trajectory-local bound: â = fl(α̂ α̂) within 5, û within 3
+/// (proofs/KdnLeaf.v).
+inline kdn_leaf_counts diagonal_kdn_counts(double eta) { return {5 * eta, 3 * eta, eta}; }
 
 template <class T>
 diagonal_kdn_error_bound<T> diagonal_kdn_bound(const diagonal_kdn_inputs<T>& inputs,
@@ -99,6 +107,7 @@ diagonal_kdn_error_bound<T> diagonal_kdn_bound(const diagonal_kdn_inputs<T>& inp
       const T mu = pb.mu(h);
       // The exact covariance path, channel by channel: leaves, p̂, p, κ.
       std::vector<std::vector<bounded_leaf>> leaves(K, std::vector<bounded_leaf>(TT));
+      std::vector<std::vector<kdn_trajectory_leaf>> paths(K, std::vector<kdn_trajectory_leaf>(TT));
       std::vector<T> predicted(TT * K), posterior(TT * K), gain(TT * K), covariance(K), carried(TT * K),
           innovation_of(TT), noise_of(TT);
       for (std::size_t i = 0; i < K; ++i) covariance[i] = pb.prior(b, h, i);
@@ -109,6 +118,8 @@ diagonal_kdn_error_bound<T> diagonal_kdn_bound(const diagonal_kdn_inputs<T>& inp
           const T alpha = pb.decay(b, t, h, i), a = alpha * alpha, omega = pb.omega(b, t, h, i);
           const T k = inputs.k(b, t, h, i), u = mu * k * k / r;
           if (alpha < 0 || alpha > 1) fail(t, "decay outside [0, 1]");
+          paths[i][t] = {scalar_traits<T>::to_double(a), scalar_traits<T>::to_double(omega),
+                         scalar_traits<T>::to_double(u), scalar_traits<T>::to_double(covariance[i])};
           carried[t * K + i] = a * covariance[i];
           predicted[t * K + i] = a * covariance[i] + omega;
           posterior[t * K + i] = predicted[t * K + i] / (T(1) + u * predicted[t * K + i]);
@@ -136,8 +147,11 @@ diagonal_kdn_error_bound<T> diagonal_kdn_bound(const diagonal_kdn_inputs<T>& inp
       std::vector<std::vector<double>> now(K), previous(K);
       bool products_in_range = true;
       for (std::size_t i = 0; i < K; ++i) {
-        now[i] = mobius_recursion_log_bound(leaves[i], rounding, products_in_range);
-        previous[i] = previous_log_bound(leaves[i], rounding, products_in_range);
+        auto bounds =
+            trajectory_lane_log_bound(leaves[i], rounding, products_in_range,
+                                      kdn_trajectory_factors(std::move(paths[i]), diagonal_kdn_counts(eta_log)));
+        now[i] = std::move(bounds.now);
+        previous[i] = std::move(bounds.previous);
       }
       if (!products_in_range)
         fail(0,

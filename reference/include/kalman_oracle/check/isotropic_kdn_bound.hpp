@@ -18,6 +18,9 @@
 //   leaf   entries a (K + 5), ω (0), u a (2K + 9), 1 + u ω (K + 5): within 2K + 9 roundings, so the
 //          action within 2(2K + 9) (machine-checked: proofs/IsoLeaf.v, iso_leaf_action); node 6 (a trace
 //          or max-entry rescale included); apply 5.
+// Each leaf's τ and errors are refined along the exact trajectory (check/kdn_leaf_local.hpp: the local
+// Lipschitz factor and the action and step errors from â's K + 5 and û's K + 3, at most (K + 7)η and
+// (K + 10)η; contraction_bound.hpp's trajectory_lane_log_bound).
 // Then E(b_t) <= E_t (the largest over the covered orders), E(b̂_t) <= W(a b / b̂, E^prev_t + K + 6) + 1
 // (b ↦ a b + ω moves in log by at most W(w, E) = ln(1 + w(e^E − 1)) when b moves within E, w the
 // term's weight: contraction_bound.hpp's affine_log_error; at w = 1 the count E^prev + K + 7;
@@ -42,6 +45,7 @@
 
 #include "kalman_oracle/check/contraction_bound.hpp"
 #include "kalman_oracle/check/delta_rule_bound.hpp"
+#include "kalman_oracle/check/kdn_leaf_local.hpp"
 #include "kalman_oracle/check/kla_bound.hpp"
 #include "kalman_oracle/models/isotropic.hpp"
 
@@ -62,6 +66,13 @@ struct isotropic_kdn_error_bound {
 inline mobius_recursion_rounding isotropic_kdn_rounding(double u, std::size_t K) {
   const double eta = log_rounding(u), k = static_cast<double>(K);
   return {2 * (2 * k + 9) * eta, 6 * eta, 5 * eta, (3 * k + 20) * eta};
+}
+
+/// The isotropic leaf's formation counts for the trajectory-local bound: â = fl(Â/K) within K + 5,
+/// û within K + 3 (proofs/IsoLeaf.v, iso_leaf_fl_rel).
+inline kdn_leaf_counts isotropic_kdn_counts(double eta, std::size_t K) {
+  const double k = static_cast<double>(K);
+  return {(k + 5) * eta, (k + 3) * eta, eta};
 }
 
 template <class T>
@@ -107,6 +118,7 @@ isotropic_kdn_error_bound<T> isotropic_kdn_bound(const isotropic_kdn_inputs<T>& 
       for (std::size_t i = 0; i < s0.size(); ++i) memory.initial_state->data()[(b * H + h) * s0.size() + i] = s0[i];
       const T mu = pb.mu(h);
       std::vector<bounded_leaf> leaves(TT);
+      std::vector<kdn_trajectory_leaf> path(TT);
       std::vector<T> posterior(TT), predicted(TT), beta(TT), key2(TT), query2(TT), carried(TT), noise(TT), obs(TT);
       T covariance = pb.prior(b, h);
       for (std::size_t t = 0; t < TT; ++t) {
@@ -120,6 +132,8 @@ isotropic_kdn_error_bound<T> isotropic_kdn_bound(const isotropic_kdn_inputs<T>& 
         }
         const T a = decay2_sum / channels, omega = pb.omega(b, t, h), r = pb.r(b, t, h);
         const T u = mu * k2 / (channels * r);
+        path[t] = {scalar_traits<T>::to_double(a), scalar_traits<T>::to_double(omega), scalar_traits<T>::to_double(u),
+                   scalar_traits<T>::to_double(covariance)};
         carried[t] = a * covariance;
         noise[t] = omega;
         obs[t] = r;
@@ -142,8 +156,10 @@ isotropic_kdn_error_bound<T> isotropic_kdn_bound(const isotropic_kdn_inputs<T>& 
         covariance = posterior[t];
       }
       bool products_in_range = true;
-      const auto now = mobius_recursion_log_bound(leaves, rounding, products_in_range);
-      const auto previous = previous_log_bound(leaves, rounding, products_in_range);
+      const auto bounds = trajectory_lane_log_bound(leaves, rounding, products_in_range,
+                                                    kdn_trajectory_factors(path, isotropic_kdn_counts(eta, K)));
+      const std::vector<double>& now = bounds.now;
+      const std::vector<double>& previous = bounds.previous;
       if (!products_in_range)
         fail(0,
              "a covered scan's rescaled product leaves binary32's normal range (a non-zero entry outside "
