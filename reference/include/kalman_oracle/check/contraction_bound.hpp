@@ -132,7 +132,7 @@ struct log_error_monoid {
     n.err =
         later.err + KALMAN_ORACLE_MUTANT(contraction_bound_drops_child, later.tau * earlier.err, 0.0) + node_rounding;
     // The points inside the later segment start from the earlier one's output, within earlier.err;
-    // exact maps move errors by at most their Lipschitz factor, at most 1.
+    // exact maps move errors by at most their Lipschitz factor, at most 1 (proofs/TreeLocal.v, tree_peak).
     n.peak = std::max({earlier.peak, later.peak + earlier.err, n.err});
     n.product = normalise(l.a * r.a + l.b * r.c, l.a * r.b + l.b * r.d, l.c * r.a + l.d * r.c, l.c * r.b + l.d * r.d);
     n.in_range = later.in_range && earlier.in_range && compose_in_range(l, r) && normalised_in_range(n.product);
@@ -249,10 +249,12 @@ inline lane_log_bounds lane_log_bound(std::span<const bounded_leaf> leaves, cons
   if (!only) {
     double e = 0;
     for (std::size_t t = 0; t < n; ++t) {
+      // The step reads a point within E_{t−1}: the radius its factors need, plus its own error, as a
+      // tree's peak counts it (proofs/TreeLocal.v, tree_peak).
+      out.peak = std::max(out.peak, (e + f.step_error[t]) * bound_inflation);
       e = f.tau[t] * e + f.step_error[t];
       out.now[t] = e * bound_inflation;
       if (t + 1 < n) out.previous[t + 1] = out.now[t];
-      out.peak = std::max(out.peak, out.now[t]);
     }
   }
   const log_error_monoid monoid{r.node};
@@ -314,20 +316,29 @@ using trajectory_factors = std::function<lane_leaf_factors(double rho)>;
 /// passes through is known to lie near it. The first evaluation (global τ, uniform errors: sound
 /// everywhere) bounds every such point by its peak ρ₀; factors valid within ρ₀ give a second, whose
 /// peak ρ₁ <= ρ₀ bounds them again; twice. Each factor is the smaller of the uniform and the local one.
+/// Machine-checked: proofs/TreeLocal.v (tree_error_near: the recursion with factors valid near the
+/// trajectory; radius_le_peak: the peak bounds every radius a node needs).
 inline lane_log_bounds trajectory_lane_log_bound(std::span<const bounded_leaf> leaves,
                                                  const mobius_recursion_rounding& r, bool& in_range,
                                                  const trajectory_factors& local) {
   lane_leaf_factors f = uniform_leaf_factors(leaves, r);
   lane_log_bounds b = lane_log_bound(leaves, f, r, in_range);
   for (int refinement = 0; refinement < 2; ++refinement) {
-    const lane_leaf_factors near = local(b.peak);
+    const double rho = b.peak;
+    const lane_leaf_factors near = local(rho);
+    lane_leaf_factors g = f;
     for (std::size_t t = 0; t < leaves.size(); ++t) {
-      f.tau[t] = std::min(f.tau[t], near.tau[t]);
-      f.leaf_error[t] = std::min(f.leaf_error[t], near.leaf_error[t]);
-      f.step_error[t] = std::min(f.step_error[t], near.step_error[t]);
+      g.tau[t] = std::min(f.tau[t], near.tau[t]);
+      g.leaf_error[t] = std::min(f.leaf_error[t], near.leaf_error[t]);
+      g.step_error[t] = std::min(f.step_error[t], near.step_error[t]);
     }
     bool same_products = true;  // the products are those of the first evaluation
-    b = lane_log_bound(leaves, f, r, same_products);
+    lane_log_bounds next = lane_log_bound(leaves, g, r, same_products);
+    // The factors hold within ρ: every evaluation's peak must stay there (proofs/TreeLocal.v,
+    // radius_le_peak). Smaller factors give a smaller peak, so this never fails; it is checked, not assumed.
+    if (next.peak > rho) break;
+    b = std::move(next);
+    f = std::move(g);
   }
   return b;
 }
