@@ -210,6 +210,65 @@ Proof.
     + rewrite <- (ln_exp A). apply ln_mono; [exact Hth | exact Th2].
 Qed.
 
+(** ** The sup over the ball (check/kdn_leaf_local.hpp): the bounds above at a point y of the log-ball
+    [x e^{−ρ}, x e^{ρ}] are at most their value with the weight w_a at the ball's top and s at the larger
+    of the ball's two ends. *)
+
+Definition gain_weight (v a omega z : R) : R := v * (a * z + omega) / (1 + v * (a * z + omega)).
+Definition affine_err (a omega z A : R) : R := ln (1 + a * z / (omega + a * z) * (exp A - 1)).
+Definition mixed (s V E : R) : R := ln (s * exp V + (1 - s) * exp E).
+
+Lemma gain_weight_bounds : forall v a omega z1 z2, 0 <= v -> 0 < a -> 0 <= omega -> 0 < z1 -> z1 <= z2 ->
+  0 <= gain_weight v a omega z1 <= gain_weight v a omega z2 /\ gain_weight v a omega z2 <= 1.
+Proof.
+  intros v a omega z1 z2 Hv Ha Ho Hz1 Hz.
+  unfold gain_weight.
+  set (Y1 := a * z1 + omega). set (Y2 := a * z2 + omega).
+  assert (HY1 : 0 <= Y1) by (unfold Y1; nra). assert (HY : Y1 <= Y2) by (unfold Y1, Y2; nra).
+  assert (P1 : 0 <= v * Y1) by nra. assert (P2 : v * Y1 <= v * Y2) by nra.
+  split; [split |].
+  - apply Rmult_le_pos; [lra | left; apply Rinv_0_lt_compat; lra].
+  - apply (Rmult_le_reg_r ((1 + v * Y1) * (1 + v * Y2))); [nra |].
+    replace (v * Y1 / (1 + v * Y1) * ((1 + v * Y1) * (1 + v * Y2))) with (v * Y1 * (1 + v * Y2)) by (field; lra).
+    replace (v * Y2 / (1 + v * Y2) * ((1 + v * Y1) * (1 + v * Y2))) with (v * Y2 * (1 + v * Y1)) by (field; lra).
+    nra.
+  - apply (Rmult_le_reg_r (1 + v * Y2)); [lra |]. unfold Rdiv. rewrite Rmult_assoc, Rinv_l by lra. lra.
+Qed.
+
+Lemma affine_err_increasing : forall a omega z1 z2 A, 0 < a -> 0 <= omega -> 0 < z1 -> z1 <= z2 -> 0 <= A ->
+  affine_err a omega z1 A <= affine_err a omega z2 A.
+Proof.
+  intros a omega z1 z2 A Ha Ho Hz1 Hz HA. unfold affine_err.
+  assert (HeA : 0 <= exp A - 1) by (assert (1 <= exp A) by (rewrite <- exp_0; apply exp_mono; lra); lra).
+  assert (H1 : 0 < omega + a * z1) by nra. assert (H2 : 0 < omega + a * z2) by nra.
+  assert (W : a * z1 / (omega + a * z1) <= a * z2 / (omega + a * z2)).
+  { apply (Rmult_le_reg_r ((omega + a * z1) * (omega + a * z2))); [nra |].
+    replace (a * z1 / (omega + a * z1) * ((omega + a * z1) * (omega + a * z2))) with (a * z1 * (omega + a * z2))
+      by (field; lra).
+    replace (a * z2 / (omega + a * z2) * ((omega + a * z1) * (omega + a * z2))) with (a * z2 * (omega + a * z1))
+      by (field; lra).
+    assert (0 <= a * omega * (z2 - z1)) by (apply Rmult_le_pos; [apply Rmult_le_pos |]; lra). nra. }
+  assert (W0 : 0 <= a * z1 / (omega + a * z1)) by (apply Rmult_le_pos; [nra | left; apply Rinv_0_lt_compat; lra]).
+  apply ln_mono; [nra | nra].
+Qed.
+
+(** ln(s e^V + (1 − s) e^E) grows with E and, affine in s inside the logarithm, is at most its larger
+    value at the ends of [slo, shi] ⊂ [0, 1]. *)
+Lemma mixed_at_ends : forall s slo shi V E Ehi, 0 <= slo -> slo <= s <= shi -> shi <= 1 -> E <= Ehi ->
+  mixed s V E <= Rmax (mixed slo V Ehi) (mixed shi V Ehi).
+Proof.
+  intros s slo shi V E Ehi H0 [Hlo Hhi] H1 HE. unfold mixed.
+  pose proof (exp_pos V). pose proof (exp_pos E). pose proof (exp_pos Ehi).
+  assert (HEE : exp E <= exp Ehi) by (apply exp_mono; exact HE).
+  assert (Step : s * exp V + (1 - s) * exp E <= s * exp V + (1 - s) * exp Ehi) by nra.
+  assert (Pos : 0 < s * exp V + (1 - s) * exp E) by nra.
+  destruct (Rle_dec (exp Ehi) (exp V)) as [Hup | Hdown].
+  - apply Rle_trans with (ln (shi * exp V + (1 - shi) * exp Ehi)); [| apply Rmax_r].
+    apply ln_mono; [exact Pos |]. nra.
+  - apply Rle_trans with (ln (slo * exp V + (1 - slo) * exp Ehi)); [| apply Rmax_l].
+    apply ln_mono; [exact Pos |]. nra.
+Qed.
+
 Section Local.
 
 Variable u : R.
@@ -393,6 +452,53 @@ Proof.
   rewrite ln_div_pos by lra.
   pose proof (abs_le_elim _ _ G). pose proof (abs_le_elim _ _ Dln). pose proof (abs_le_elim _ _ L5).
   apply Rabs_le. split; lra.
+Qed.
+
+
+(** The action error anywhere in the ball [x e^{−ρ}, x e^{ρ}] (check/kdn_leaf_local.hpp,
+    kdn_leaf_local_action_error: w_a at the top, s at the larger end). *)
+Theorem kdn_leaf_local_action_ball : forall a a_hat omega v vh A V x rho y,
+  0 < a -> 0 <= omega -> 0 <= v -> 0 < x -> 0 <= A -> 0 <= V ->
+  rel A a a_hat -> rel V v vh -> x * exp (- rho) <= y <= x * exp rho ->
+  Rabs (ln (act a_hat omega (fl (vh * a_hat)) (fl (1 + fl (vh * omega))) y)
+        - ln (act a omega (v * a) (1 + v * omega) y))
+    <= Rmax (mixed (gain_weight v a omega (x * exp (- rho))) V (affine_err a omega (x * exp rho) A))
+            (mixed (gain_weight v a omega (x * exp rho)) V (affine_err a omega (x * exp rho) A))
+       + 2 * eta u.
+Proof.
+  intros a a_hat omega v vh A V x rho y Ha Ho Hv Hx HA HV Wa Wv [Hlo Hhi].
+  assert (Hl0 : 0 < x * exp (- rho)) by (apply Rmult_lt_0_compat; [lra | apply exp_pos]).
+  assert (Hy : 0 < y) by lra.
+  pose proof (kdn_leaf_local_action a a_hat omega v vh A V y Ha Ho Hv Hy HA HV Wa Wv) as H.
+  fold (gain_weight v a omega y) (affine_err a omega y A) (mixed (gain_weight v a omega y) V (affine_err a omega y A)) in H.
+  destruct (gain_weight_bounds v a omega (x * exp (- rho)) y Hv Ha Ho Hl0 Hlo) as [[S0 S1] _].
+  destruct (gain_weight_bounds v a omega y (x * exp rho) Hv Ha Ho Hy Hhi) as [[_ S2] S3].
+  pose proof (affine_err_increasing a omega y (x * exp rho) A Ha Ho Hy Hhi HA) as E.
+  pose proof (mixed_at_ends _ _ _ V _ _ S0 (conj S1 S2) S3 E). lra.
+Qed.
+
+(** The step error anywhere in the ball (check/kdn_leaf_local.hpp, kdn_step_local_error). *)
+Theorem kdn_step_local_ball : forall a a_hat omega v vh A V x rho y,
+  0 < a -> 0 <= omega -> 0 <= v -> 0 < x -> 0 <= A -> 0 <= V ->
+  rel A a a_hat -> rel V v vh -> x * exp (- rho) <= y <= x * exp rho ->
+  Rabs (ln (fl (fl (fl (a_hat * y) + omega) / fl (1 + fl (vh * fl (fl (a_hat * y) + omega)))))
+        - ln (act a omega (v * a) (1 + v * omega) y))
+    <= Rmax (mixed (gain_weight v a omega (x * exp (- rho))) V (affine_err a omega (x * exp rho) (A + eta u) + eta u))
+            (mixed (gain_weight v a omega (x * exp rho)) V (affine_err a omega (x * exp rho) (A + eta u) + eta u))
+       + 3 * eta u.
+Proof.
+  intros a a_hat omega v vh A V x rho y Ha Ho Hv Hx HA HV Wa Wv [Hlo Hhi].
+  pose proof (eta_nonneg u u_bounds) as He.
+  assert (Hl0 : 0 < x * exp (- rho)) by (apply Rmult_lt_0_compat; [lra | apply exp_pos]).
+  assert (Hy : 0 < y) by lra.
+  pose proof (kdn_step_local a a_hat omega v vh A V y Ha Ho Hv Hy HA HV Wa Wv) as H.
+  fold (gain_weight v a omega y) (affine_err a omega y (A + eta u)) in H.
+  fold (mixed (gain_weight v a omega y) V (affine_err a omega y (A + eta u) + eta u)) in H.
+  destruct (gain_weight_bounds v a omega (x * exp (- rho)) y Hv Ha Ho Hl0 Hlo) as [[S0 S1] _].
+  destruct (gain_weight_bounds v a omega y (x * exp rho) Hv Ha Ho Hy Hhi) as [[_ S2] S3].
+  pose proof (affine_err_increasing a omega y (x * exp rho) (A + eta u) Ha Ho Hy Hhi ltac:(lra)) as E.
+  pose proof (mixed_at_ends _ _ _ V (affine_err a omega y (A + eta u) + eta u) _ S0 (conj S1 S2) S3
+                ltac:(apply Rplus_le_compat_r; exact E)). lra.
 Qed.
 
 End Local.

@@ -30,7 +30,8 @@
 // ln(s e^U + (1 − s) e^{W(w_a, A + η) + η}) + 3η (machine-checked at every point: proofs/KdnLeafLocal.v,
 // kdn_step_local).
 // Over the ball: A' increases with w_a (take w_a at the top), and ln(s e^U + (1 − s) e^A') is monotone
-// in s, which increases with y: the larger of the ball's two ends.
+// in s, which increases with y: the larger of the ball's two ends (machine-checked:
+// proofs/KdnLeafLocal.v, kdn_leaf_local_action_ball, kdn_step_local_ball).
 //
 // The bounds are evaluated in binary64 from the exact values rounded to nearest and inflated by
 // 1 + 2^-40 (a few dozen operations of relative error 2^-53 on positive terms).
