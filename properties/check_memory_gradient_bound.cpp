@@ -14,7 +14,8 @@
 // chunked WY form over running_error<double> with bfloat16 operands bounds, to first order, the same
 // form run in binary32 with every matrix-product operand rounded to bfloat16, entry by entry and with
 // the chunk-start state's errors carried norm-wise (models/wy_chunk_error_bound.hpp); the planted
-// bug wy_chunk_bound_drops_carried forgets the error carried into a chunk.
+// bug wy_chunk_bound_drops_carried forgets the error carried into a chunk. The chunked backward's
+// bound (the f32-chunked tier's gradients) likewise, against the binary32 chunked backward.
 #include <cstdint>
 #include <optional>
 #include <random>
@@ -24,6 +25,7 @@
 #include "kalman_oracle/grad/dense.hpp"
 #include "kalman_oracle/grad/diagonal.hpp"
 #include "kalman_oracle/grad/fixed_gain.hpp"
+#include "kalman_oracle/grad/fixed_gain_chunked.hpp"
 #include "kalman_oracle/grad/isotropic.hpp"
 #include "kalman_oracle/models/fixed_gain_chunked.hpp"
 #include "kalman_oracle/scalar/operand_rounding.hpp"
@@ -138,6 +140,28 @@ void assert_gradients_within_first_order_bound(Backward&& backward) {
   assert_within_first_order_bound(got, exact, backward(running_error<mpfr_real>{}));
 }
 
+/// A fixed-gain problem for the chunked forms' bounds and its chunk size: T up to 300, chunks of 4, 16
+/// and 64, no decay (where entrywise bounds grow with T), weak and strong decays, weak to full writes.
+struct chunked_case {
+  float_problem p;
+  std::size_t chunk;
+};
+chunked_case draw_chunked_case() {
+  const auto rule = *rc::gen::element(fixed_gain_rule::gla, fixed_gain_rule::delta_net,
+                                      fixed_gain_rule::gated_delta_net, fixed_gain_rule::kda);
+  const std::size_t T = *rc::gen::inRange<std::size_t>(1, 300);
+  const std::size_t K = *rc::gen::inRange<std::size_t>(1, 9);
+  const std::size_t V = *rc::gen::inRange<std::size_t>(1, 4);
+  const std::size_t chunk = *rc::gen::element<std::size_t>(4, 16, 64);
+  const double beta_hi = *rc::gen::element(0.02, 1.0, 2.0);
+  const double gate_lo = *rc::gen::element(0.0, -1e-3, -1.0);
+  float_problem p = draw_common(T, K, V, gate_lo, *rc::gen::arbitrary<std::uint64_t>());
+  p.rule = rule;
+  std::mt19937_64 rng(T * 6151 + K);
+  for (std::size_t t = 0; t < T; ++t) p.beta.push_back(uniform_float(rng, 0, beta_hi));
+  return {std::move(p), chunk};
+}
+
 }  // namespace
 
 TEST_SUITE("error_bound") {
@@ -162,23 +186,12 @@ TEST_SUITE("error_bound") {
 
   TEST_CASE("error_bound: the chunked WY form with bfloat16 operands within twice its first-order bound") {
     check_property("wy_chunk_tensor_core_bound_holds", [] {
-      const auto rule = *rc::gen::element(fixed_gain_rule::gla, fixed_gain_rule::delta_net,
-                                          fixed_gain_rule::gated_delta_net, fixed_gain_rule::kda);
-      const std::size_t T = *rc::gen::inRange<std::size_t>(1, 300);
-      const std::size_t K = *rc::gen::inRange<std::size_t>(1, 9);
-      const std::size_t V = *rc::gen::inRange<std::size_t>(1, 4);
-      const std::size_t chunk = *rc::gen::element<std::size_t>(4, 16, 64);
-      // No decay (where the entrywise bound grows with T), weak and strong decays; weak to full writes.
-      const double beta_hi = *rc::gen::element(0.02, 1.0, 2.0);
-      const double gate_lo = *rc::gen::element(0.0, -1e-3, -1.0);
+      auto [p, chunk] = draw_chunked_case();
+      const std::size_t T = p.T, K = p.K, V = p.V;
       const bool normwise = *rc::gen::arbitrary<bool>();
       // Every token the same: each chunk then commits the same operand roundings, whose errors the
       // carry adds up coherently (what exposes a bound that forgets the carried error).
       const bool repeated = *rc::gen::arbitrary<bool>();
-      float_problem p = draw_common(T, K, V, gate_lo, *rc::gen::arbitrary<std::uint64_t>());
-      p.rule = rule;
-      std::mt19937_64 rng(T * 6151 + K);
-      for (std::size_t t = 0; t < T; ++t) p.beta.push_back(uniform_float(rng, 0, beta_hi));
       if (repeated)
         for (std::size_t t = 1; t < T; ++t) {
           for (std::size_t i = 0; i < K; ++i) p.q[t * K + i] = p.q[i], p.k[t * K + i] = p.k[i], p.g[t * K + i] = p.g[i];
@@ -203,6 +216,35 @@ TEST_SUITE("error_bound") {
       };
       assert_within_bound(got.o, exact.o, twice(first_order.o));
       assert_within_bound(got.final_state, exact.final_state, twice(first_order.final_state));
+    });
+  }
+
+  TEST_CASE("error_bound: the binary32 chunked fixed-gain adjoint within twice its first-order bound") {
+    // The f32-chunked tier's gradient budget (docs/error-model.md, "The chunked binary32 tier"): the
+    // chunked backward over running_error<double>, the forward's chunk-start states' errors carried entry
+    // by entry and norm-wise, per element the smaller (fixtures/lib/tensor_core_tier.cpp).
+    check_property("fixed_gain_chunked_gradient_first_order_bound_holds", [] {
+      const auto [p, chunk] = draw_chunked_case();
+      using R = running_error<double>;
+      const auto got = fixed_gain_chunked_backward(fixed_gain_inputs_of<float>(p), cotangents_of<float>(p), chunk);
+      const auto entrywise = fixed_gain_chunked_backward(fixed_gain_inputs_of<R>(p), cotangents_of<R>(p), chunk);
+      gradients<R> normwise;
+      {
+        normwise_chunk_bound_scope carry;
+        normwise = fixed_gain_chunked_backward(fixed_gain_inputs_of<R>(p), cotangents_of<R>(p), chunk);
+      }
+      precision_scope precision(256);
+      // Over exact arithmetic the chunked adjoint is the sequential one (properties/grad_exact.cpp).
+      const auto exact = fixed_gain_backward(fixed_gain_inputs_of<mpfr_real>(p), cotangents_of<mpfr_real>(p));
+      for (const auto& g : got.items()) {
+        const auto& a = entrywise.at(g.name());
+        const auto& b = normwise.at(g.name());
+        tensor<mpfr_real> bound(g.name(), a.shape());
+        for (std::size_t i = 0; i < a.size(); ++i)  // 2^-120 absolute for subnormals, as above
+          bound.data()[i] =
+              mpfr_real(std::min(a.data()[i].error(), b.data()[i].error()) * 0x1p-23) + mpfr_real(0x1p-120);
+        assert_within_bound(g, exact.at(g.name()), bound);
+      }
     });
   }
 

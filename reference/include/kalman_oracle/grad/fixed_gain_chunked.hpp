@@ -64,11 +64,32 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
       std::vector<std::size_t> starts;
       std::vector<std::vector<T>> state_at;  // state_at[c]: the start state of chunk c
       std::vector<T> S = p.initial_state(b, h);
+      // A scalar type that carries an error bound is told of every chunk, as by the forward
+      // (models/wy_chunk_error_bound.hpp: the chunk-start states' errors carried norm-wise where asked).
+      wy_chunk_error_bound<T> bound;
       for (std::size_t c0 = 0; c0 < N; c0 += chunk_size) {
         const std::size_t n = std::min(chunk_size, N - c0);
         starts.push_back(c0);
-        state_at.push_back(S);
-        S = detail::fixed_gain::wy_carry(detail::fixed_gain::wy_chunk_forward(p, b, h, c0, n, S), S, K, V);
+        if constexpr (wy_chunk_error_bound<T>::carries_bound) {
+          // Planted bug chunked_adjoint_bound_forgets_state_error: the chunk-start states' errors dropped
+          // (the bound of the f32-chunked tier's gradients then misses what the forward carried in).
+          std::vector<T> exact_looking(S.size());
+          for (std::size_t i = 0; i < S.size(); ++i) exact_looking[i] = T(S[i].value());
+          state_at.push_back(KALMAN_ORACLE_MUTANT(chunked_adjoint_bound_forgets_state_error, S, exact_looking));
+        } else {
+          state_at.push_back(S);
+        }
+        const detail::fixed_gain::wy_chunk<T> c = detail::fixed_gain::wy_chunk_forward(p, b, h, c0, n, S);
+        std::vector<T> next = detail::fixed_gain::wy_carry(c, S, K, V);
+        if constexpr (wy_chunk_error_bound<T>::carries_bound) {
+          std::vector<std::vector<T>> o = detail::fixed_gain::wy_outputs(c, S, K, V);
+          bound.chunk(c, p.erases(), S, o, next, [&](const std::vector<T>& from) {
+            const detail::fixed_gain::wy_chunk<T> again = detail::fixed_gain::wy_chunk_forward(p, b, h, c0, n, from);
+            return std::pair{detail::fixed_gain::wy_outputs(again, from, K, V),
+                             detail::fixed_gain::wy_carry(again, from, K, V)};
+          });
+        }
+        S = std::move(next);
       }
       std::vector<T> dS(K * V, T(0));
       for (std::size_t i = 0; i < K; ++i)

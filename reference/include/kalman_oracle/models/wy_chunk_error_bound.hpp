@@ -62,12 +62,14 @@ class normwise_chunk_bound_scope {
 /// carry no bound: nothing to do.
 template <class T>
 struct wy_chunk_error_bound {
+  static constexpr bool carries_bound = false;
   template <class Chunk, class Recompute>
   void chunk(const Chunk&, bool, const std::vector<T>&, std::vector<std::vector<T>>&, std::vector<T>&, Recompute&&) {}
 };
 
 template <class B>
 struct wy_chunk_error_bound<running_error<B>> {
+  static constexpr bool carries_bound = true;
   using R = running_error<B>;
   std::vector<B> column_norm;  ///< N_j; empty before the first chunk (then ‖err(before)_j‖₂)
 
