@@ -27,6 +27,7 @@
 #include "kalman_oracle/grad/fixed_gain.hpp"
 #include "kalman_oracle/grad/fixed_gain_chunked.hpp"
 #include "kalman_oracle/grad/isotropic.hpp"
+#include "kalman_oracle/grad/kdn_parallel.hpp"
 #include "kalman_oracle/models/fixed_gain_chunked.hpp"
 #include "kalman_oracle/scalar/operand_rounding.hpp"
 #include "kalman_oracle/scalar/precision_scope.hpp"
@@ -162,6 +163,45 @@ chunked_case draw_chunked_case() {
   return {std::move(p), chunk};
 }
 
+/// A KDN problem: decays none, weak or strong; observation noise from tiny (gains near projections) to
+/// huge (the covariance barely contracts, so its errors add up over the tokens); process noise or none.
+float_problem draw_kdn_problem(std::size_t T, std::size_t K, std::size_t V) {
+  const double gate_lo = *rc::gen::element(0.0, -1e-3, -1.0);
+  const double r_lo = *rc::gen::element(1e-4, 0.1, 10.0, 1e3);
+  const bool process_noise = *rc::gen::arbitrary<bool>();
+  float_problem p = draw_common(T, K, V, gate_lo, *rc::gen::arbitrary<std::uint64_t>());
+  std::mt19937_64 rng(T * 15485863 + K);
+  for (std::size_t t = 0; t < T; ++t) p.r.push_back(uniform_float(rng, r_lo, 10 * r_lo));
+  for (std::size_t n = 0; n < T * K; ++n) p.omega.push_back(process_noise ? uniform_float(rng, 1e-3, 0.1) : 0.f);
+  return p;
+}
+
+/// Every gradient of a binary32 chunked backward within twice the first-order bound the f32-chunked
+/// tier stores (fixtures/lib/tensor_core_tier.cpp): the same backward over running_error<double>, the
+/// forward's chunk-start states' errors carried entry by entry and norm-wise, per element the smaller
+/// (2^-120 absolute besides, as above). Over exact arithmetic the chunked backward is the sequential
+/// one (properties/grad_exact.cpp): its own 256-bit run is the exact gradient.
+template <class Backward>
+void assert_gradients_within_chunked_bound(Backward&& backward) {
+  using R = running_error<double>;
+  const auto got = backward(float{});
+  const auto entrywise = backward(R{});
+  const auto normwise = [&] {
+    normwise_chunk_bound_scope carry;
+    return backward(R{});
+  }();
+  precision_scope precision(256);
+  const auto exact = backward(mpfr_real{});
+  for (const auto& g : got.items()) {
+    const auto& a = entrywise.at(g.name());
+    const auto& b = normwise.at(g.name());
+    tensor<mpfr_real> bound(g.name(), a.shape());
+    for (std::size_t i = 0; i < a.size(); ++i)
+      bound.data()[i] = mpfr_real(std::min(a.data()[i].error(), b.data()[i].error()) * 0x1p-23) + mpfr_real(0x1p-120);
+    assert_within_bound(g, exact.at(g.name()), bound);
+  }
+}
+
 }  // namespace
 
 TEST_SUITE("error_bound") {
@@ -225,26 +265,33 @@ TEST_SUITE("error_bound") {
     // by entry and norm-wise, per element the smaller (fixtures/lib/tensor_core_tier.cpp).
     check_property("fixed_gain_chunked_gradient_first_order_bound_holds", [] {
       const auto [p, chunk] = draw_chunked_case();
-      using R = running_error<double>;
-      const auto got = fixed_gain_chunked_backward(fixed_gain_inputs_of<float>(p), cotangents_of<float>(p), chunk);
-      const auto entrywise = fixed_gain_chunked_backward(fixed_gain_inputs_of<R>(p), cotangents_of<R>(p), chunk);
-      gradients<R> normwise;
-      {
-        normwise_chunk_bound_scope carry;
-        normwise = fixed_gain_chunked_backward(fixed_gain_inputs_of<R>(p), cotangents_of<R>(p), chunk);
-      }
-      precision_scope precision(256);
-      // Over exact arithmetic the chunked adjoint is the sequential one (properties/grad_exact.cpp).
-      const auto exact = fixed_gain_backward(fixed_gain_inputs_of<mpfr_real>(p), cotangents_of<mpfr_real>(p));
-      for (const auto& g : got.items()) {
-        const auto& a = entrywise.at(g.name());
-        const auto& b = normwise.at(g.name());
-        tensor<mpfr_real> bound(g.name(), a.shape());
-        for (std::size_t i = 0; i < a.size(); ++i)  // 2^-120 absolute for subnormals, as above
-          bound.data()[i] =
-              mpfr_real(std::min(a.data()[i].error(), b.data()[i].error()) * 0x1p-23) + mpfr_real(0x1p-120);
-        assert_within_bound(g, exact.at(g.name()), bound);
-      }
+      assert_gradients_within_chunked_bound([&]<class R>(R) {
+        return fixed_gain_chunked_backward(fixed_gain_inputs_of<R>(p), cotangents_of<R>(p), chunk);
+      });
+    });
+  }
+
+  TEST_CASE("error_bound: the binary32 KDN parallel adjoints within twice their chunked first-order bound") {
+    // The KDNs' gradients under f32-chunked: their parallel form's backward (the memory's chunked
+    // adjoint, then the gain path's; grad/kdn_parallel.hpp).
+    check_property("kdn_parallel_gradient_first_order_bound_holds", [] {
+      const bool isotropic = *rc::gen::arbitrary<bool>();
+      const std::size_t T = *rc::gen::inRange<std::size_t>(1, 200);
+      const std::size_t K = *rc::gen::inRange<std::size_t>(1, 9);
+      const std::size_t V = *rc::gen::inRange<std::size_t>(1, 4);
+      const std::size_t chunk = *rc::gen::element<std::size_t>(4, 16, 64);
+      const float_problem p = draw_kdn_problem(T, K, V);
+      const kdn_scan_options options{.memory_chunk_size = chunk};
+      if (isotropic)
+        assert_gradients_within_chunked_bound([&]<class R>(R) {
+          return isotropic_kdn_parallel_backward(kdn_inputs_of<isotropic_kdn_inputs<R>, R>(p, true),
+                                                 kdn_cotangents_of<R>(p, true), options);
+        });
+      else
+        assert_gradients_within_chunked_bound([&]<class R>(R) {
+          return diagonal_kdn_parallel_backward(kdn_inputs_of<diagonal_kdn_inputs<R>, R>(p, false),
+                                                kdn_cotangents_of<R>(p, false), options);
+        });
     });
   }
 
@@ -254,15 +301,7 @@ TEST_SUITE("error_bound") {
       const std::size_t T = *rc::gen::inRange<std::size_t>(1, 200);
       const std::size_t K = *rc::gen::inRange<std::size_t>(1, 9);
       const std::size_t V = *rc::gen::inRange<std::size_t>(1, 4);
-      const double gate_lo = *rc::gen::element(0.0, -1e-3, -1.0);
-      // Observation noise from tiny (gains near projections) to huge (the covariance barely contracts,
-      // so its errors add up over the tokens); process noise or none.
-      const double r_lo = *rc::gen::element(1e-4, 0.1, 10.0, 1e3);
-      const bool process_noise = *rc::gen::arbitrary<bool>();
-      float_problem p = draw_common(T, K, V, gate_lo, *rc::gen::arbitrary<std::uint64_t>());
-      std::mt19937_64 rng(T * 15485863 + K);
-      for (std::size_t t = 0; t < T; ++t) p.r.push_back(uniform_float(rng, r_lo, 10 * r_lo));
-      for (std::size_t n = 0; n < T * K; ++n) p.omega.push_back(process_noise ? uniform_float(rng, 1e-3, 0.1) : 0.f);
+      const float_problem p = draw_kdn_problem(T, K, V);
       if (isotropic)
         assert_gradients_within_first_order_bound([&]<class R>(R) {
           return isotropic_kdn_backward(kdn_inputs_of<isotropic_kdn_inputs<R>, R>(p, true),
