@@ -176,20 +176,29 @@ float_problem draw_kdn_problem(std::size_t T, std::size_t K, std::size_t V) {
   return p;
 }
 
-/// Every gradient of a binary32 chunked backward within twice the first-order bound the f32-chunked
-/// tier stores (fixtures/lib/tensor_core_tier.cpp): the same backward over running_error<double>, the
+/// Every gradient of a binary32 chunked backward within twice the first-order bound the chunked tiers
+/// store (fixtures/lib/tensor_core_tier.cpp): the same backward over running_error<double>, the
 /// forward's chunk-start states' errors carried entry by entry and norm-wise, per element the smaller
-/// (2^-120 absolute besides, as above). Over exact arithmetic the chunked backward is the sequential
-/// one (properties/grad_exact.cpp): its own 256-bit run is the exact gradient.
+/// (2^-120 absolute besides, as above). With `operands` (a tensor-core tier) both the binary32 run and
+/// the bound's round every matrix-product operand to that format, associated as `factored` says
+/// (grad/fixed_gain_chunked.hpp). Over exact arithmetic the chunked backward is the sequential one
+/// (properties/grad_exact.cpp): its own 256-bit run is the exact gradient.
 template <class Backward>
-void assert_gradients_within_chunked_bound(Backward&& backward) {
+void assert_gradients_within_chunked_bound(Backward&& backward, operand_format operands = operand_format::none,
+                                           bool factored = false) {
   using R = running_error<double>;
+  std::optional<tensor_core_scope> rounding;
+  rounding.emplace(operands);
+  std::optional<factored_decays_scope> association;
+  if (factored) association.emplace();
   const auto got = backward(float{});
   const auto entrywise = backward(R{});
   const auto normwise = [&] {
     normwise_chunk_bound_scope carry;
     return backward(R{});
   }();
+  association.reset();
+  rounding.reset();
   precision_scope precision(256);
   const auto exact = backward(mpfr_real{});
   for (const auto& g : got.items()) {
@@ -200,6 +209,32 @@ void assert_gradients_within_chunked_bound(Backward&& backward) {
       bound.data()[i] = mpfr_real(std::min(a.data()[i].error(), b.data()[i].error()) * 0x1p-23) + mpfr_real(0x1p-120);
     assert_within_bound(g, exact.at(g.name()), bound);
   }
+}
+
+/// A KDN problem's parallel backward (isotropic or diagonal, memory chunks of 4, 16 or 64) within twice
+/// its chunked first-order bound, its products' operands rounded to `operands` (none: binary32).
+void check_kdn_parallel_gradients(operand_format operands, bool factored) {
+  const bool isotropic = *rc::gen::arbitrary<bool>();
+  const std::size_t T = *rc::gen::inRange<std::size_t>(1, 200);
+  const std::size_t K = *rc::gen::inRange<std::size_t>(1, 9);
+  const std::size_t V = *rc::gen::inRange<std::size_t>(1, 4);
+  const std::size_t chunk = *rc::gen::element<std::size_t>(4, 16, 64);
+  const float_problem p = draw_kdn_problem(T, K, V);
+  const kdn_scan_options options{.memory_chunk_size = chunk};
+  if (isotropic)
+    assert_gradients_within_chunked_bound(
+        [&]<class R>(R) {
+          return isotropic_kdn_parallel_backward(kdn_inputs_of<isotropic_kdn_inputs<R>, R>(p, true),
+                                                 kdn_cotangents_of<R>(p, true), options);
+        },
+        operands, factored);
+  else
+    assert_gradients_within_chunked_bound(
+        [&]<class R>(R) {
+          return diagonal_kdn_parallel_backward(kdn_inputs_of<diagonal_kdn_inputs<R>, R>(p, false),
+                                                kdn_cotangents_of<R>(p, false), options);
+        },
+        operands, factored);
 }
 
 }  // namespace
@@ -271,28 +306,32 @@ TEST_SUITE("error_bound") {
     });
   }
 
+  TEST_CASE(
+      "error_bound: the chunked fixed-gain adjoint with tensor-core operands within twice its first-order bound") {
+    // The tensor-core tiers' gradient budget (docs/error-model.md, "Tensor-core tiers"): the chunked
+    // backward with every matrix-product operand rounded to bfloat16 or 11 bits, binary32 accumulation.
+    check_property("fixed_gain_chunked_gradient_tensor_core_bound_holds", [] {
+      const auto [p, chunk] = draw_chunked_case();
+      const operand_format operands = *rc::gen::element(operand_format::bf16, operand_format::f16);
+      const bool factored = *rc::gen::arbitrary<bool>();
+      assert_gradients_within_chunked_bound(
+          [&]<class R>(R) {
+            return fixed_gain_chunked_backward(fixed_gain_inputs_of<R>(p), cotangents_of<R>(p), chunk);
+          },
+          operands, factored);
+    });
+  }
+
+  TEST_CASE("error_bound: the KDN parallel adjoints with tensor-core operands within twice their first-order bound") {
+    check_property("kdn_parallel_gradient_tensor_core_bound_holds",
+                   [] { check_kdn_parallel_gradients(operand_format::bf16, *rc::gen::arbitrary<bool>()); });
+  }
+
   TEST_CASE("error_bound: the binary32 KDN parallel adjoints within twice their chunked first-order bound") {
     // The KDNs' gradients under f32-chunked: their parallel form's backward (the memory's chunked
     // adjoint, then the gain path's; grad/kdn_parallel.hpp).
-    check_property("kdn_parallel_gradient_first_order_bound_holds", [] {
-      const bool isotropic = *rc::gen::arbitrary<bool>();
-      const std::size_t T = *rc::gen::inRange<std::size_t>(1, 200);
-      const std::size_t K = *rc::gen::inRange<std::size_t>(1, 9);
-      const std::size_t V = *rc::gen::inRange<std::size_t>(1, 4);
-      const std::size_t chunk = *rc::gen::element<std::size_t>(4, 16, 64);
-      const float_problem p = draw_kdn_problem(T, K, V);
-      const kdn_scan_options options{.memory_chunk_size = chunk};
-      if (isotropic)
-        assert_gradients_within_chunked_bound([&]<class R>(R) {
-          return isotropic_kdn_parallel_backward(kdn_inputs_of<isotropic_kdn_inputs<R>, R>(p, true),
-                                                 kdn_cotangents_of<R>(p, true), options);
-        });
-      else
-        assert_gradients_within_chunked_bound([&]<class R>(R) {
-          return diagonal_kdn_parallel_backward(kdn_inputs_of<diagonal_kdn_inputs<R>, R>(p, false),
-                                                kdn_cotangents_of<R>(p, false), options);
-        });
-    });
+    check_property("kdn_parallel_gradient_first_order_bound_holds",
+                   [] { check_kdn_parallel_gradients(operand_format::none, false); });
   }
 
   TEST_CASE("error_bound: the binary32 KDN adjoints within twice their first-order running error bound") {

@@ -208,7 +208,8 @@ def metadata_agrees_with_data(meta, tensors):
         derived |= {name, name + ".scale", name + ".bound", name + ".typical", name + ".residual_sign",
                     name + ".tc_bound", name + ".tc_operand_bound", name + ".tc_typical",
                     name + ".tc_typical_p11", name + ".tc_typical_f32",
-                    name + ".chunked_bound", name + ".chunked_typical"}
+                    name + ".chunked_bound", name + ".chunked_typical", name + ".chunked_operand_bound",
+                    name + ".chunked_tc_typical", name + ".chunked_tc_typical_p11"}
     unlisted = sorted(set(tensors) - derived - set(inputs))
     if unlisted:
         problems.append(f"metadata inputs: the file has inputs the metadata does not list: {unlisted}")

@@ -99,6 +99,10 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
         const std::size_t c0 = starts[ci], n = std::min(chunk_size, N - c0), L = n - 1;
         const std::vector<T>& S0 = state_at[ci];
         const detail::fixed_gain::wy_chunk<T> c = detail::fixed_gain::wy_chunk_forward(p, b, h, c0, n, S0);
+        // Under tensor cores (scalar/operand_rounding.hpp) every matrix product's operands are rounded,
+        // as a tensor-core backward computes it (docs/gradients.md, "Tensor-core adjoints"); otherwise
+        // round_operand is the identity and every bit is as before.
+        const bool tensor_core = tensor_core_active<T>();
         std::vector<T> dr(n, T(0));
         std::vector<std::vector<T>> de(n, std::vector<T>(K, T(0))), dw = de, dsq = de, dG = de, dGi = de, dX = de,
                                                                     dW = de, dU(n, std::vector<T>(V, T(0))), dY = dU;
@@ -116,8 +120,8 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
             T dc(0);
             const T cm = c.ratio(L, m, i) * c.w[m][i];
             for (std::size_t j = 0; j < V; ++j) {
-              dc += dS[i * V + j] * c.U[m][j];
-              dU[m][j] += cm * dS[i * V + j];
+              dc += round_operand(dS[i * V + j]) * round_operand(c.U[m][j]);  // dS' Ũᵀ
+              dU[m][j] += round_operand(cm) * round_operand(dS[i * V + j]);   // (ρ_L ⊙ w) dS'
             }
             drho[L][m][i] += dc * c.w[m][i];
             dw[m][i] += dc * c.ratio(L, m, i);
@@ -130,21 +134,24 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
             for (std::size_t i = 0; i < K; ++i) {
               T da(0);
               for (std::size_t j = 0; j < V; ++j) {
-                da += S0[i * V + j] * d_out[j];
-                dS_prev[i * V + j] += c.gamma[t][i] * c.sq[t][i] * d_out[j];
+                da += round_operand(S0[i * V + j]) * round_operand(d_out[j]);  // do Sᵀ
+                dS_prev[i * V + j] += round_operand(T(c.gamma[t][i] * c.sq[t][i])) * round_operand(d_out[j]);
               }
               dG[t][i] += da * c.sq[t][i];
               dsq[t][i] += da * c.gamma[t][i];
             }
             for (std::size_t m = 0; m <= t; ++m) {
-              T dsigma(0), sigma(0);
-              for (std::size_t j = 0; j < V; ++j) dsigma += d_out[j] * c.U[m][j];
-              for (std::size_t i = 0; i < K; ++i) sigma += c.sq[t][i] * c.ratio(t, m, i) * c.w[m][i];
-              for (std::size_t j = 0; j < V; ++j) dU[m][j] += sigma * d_out[j];
+              T dsigma(0);
+              for (std::size_t j = 0; j < V; ++j) dsigma += round_operand(d_out[j]) * round_operand(c.U[m][j]);
+              const T sigma = detail::fixed_gain::wy_pair_dot(c, c.sq, t, m, tensor_core);
+              for (std::size_t j = 0; j < V; ++j) dU[m][j] += round_operand(sigma) * round_operand(d_out[j]);
+              // dσ (ρ ⊙ w), the pairs' share of dΓ and dΓ⁻, dσᵀ (ρ ⊙ τq): dσ and the key factor are the
+              // products' operands (to first order, rounding w bounds rounding ρ ⊙ w or Γ⁻¹ ⊙ w alike).
+              const T dsigma_operand = round_operand(dsigma);
               for (std::size_t i = 0; i < K; ++i) {
-                dsq[t][i] += dsigma * c.ratio(t, m, i) * c.w[m][i];
-                drho[t][m][i] += dsigma * c.sq[t][i] * c.w[m][i];
-                dw[m][i] += dsigma * c.sq[t][i] * c.ratio(t, m, i);
+                dsq[t][i] += dsigma_operand * c.ratio(t, m, i) * round_operand(c.w[m][i]);
+                drho[t][m][i] += dsigma_operand * c.sq[t][i] * round_operand(c.w[m][i]);
+                dw[m][i] += dsigma_operand * round_operand(c.sq[t][i]) * c.ratio(t, m, i);
               }
             }
           }
@@ -154,8 +161,9 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
           for (std::size_t i = 0; i < K; ++i) {
             T acc(0);
             for (std::size_t j = 0; j < V; ++j) {
-              acc += dU[t][j] * S0[i * V + j];
-              dS_prev[i * V + j] -= KALMAN_ORACLE_MUTANT(grad_wy_missing_state_term, T(c.W[t][i] * dU[t][j]), T(0));
+              acc += round_operand(dU[t][j]) * round_operand(S0[i * V + j]);  // dŨ Sᵀ
+              dS_prev[i * V + j] -= KALMAN_ORACLE_MUTANT(grad_wy_missing_state_term,
+                                                         T(round_operand(c.W[t][i]) * round_operand(dU[t][j])), T(0));
             }
             dW[t][i] = -acc;
           }
@@ -165,29 +173,42 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
           for (std::size_t m = 0; m <= t; ++m) {
             T acc(0);
             for (std::size_t j = 0; j < V; ++j) {
-              acc += dU[t][j] * c.Y[m][j];
-              dY[m][j] += c.Tm[t][m] * dU[t][j];
+              acc += round_operand(dU[t][j]) * round_operand(c.Y[m][j]);        // dŨ Yᵀ
+              dY[m][j] += round_operand(c.Tm[t][m]) * round_operand(dU[t][j]);  // 𝒯ᵀ dŨ
             }
             for (std::size_t i = 0; i < K; ++i) {
-              acc += dW[t][i] * c.X[m][i];
-              dX[m][i] += c.Tm[t][m] * dW[t][i];
+              acc += round_operand(dW[t][i]) * round_operand(c.X[m][i]);        // dW Xᵀ
+              dX[m][i] += round_operand(c.Tm[t][m]) * round_operand(dW[t][i]);  // 𝒯ᵀ dW
             }
             dTm[t][m] = acc;
           }
-        // 5. 𝒯 = (I + A)⁻¹: dA = −𝒯ᵀ d𝒯 𝒯ᵀ on the strictly lower triangle.
+        // 5. 𝒯 = (I + A)⁻¹: dA = −𝒯ᵀ d𝒯 𝒯ᵀ on the strictly lower triangle. Under tensor cores as two
+        //    products, N = d𝒯 𝒯ᵀ first, its operands and N's rounded (a kernel holds N between them).
+        std::vector<std::vector<T>> dTm_Tt;
+        if (p.erases() && tensor_core) {
+          dTm_Tt.assign(n, std::vector<T>(n, T(0)));
+          for (std::size_t a = 0; a < n; ++a)
+            for (std::size_t j = 0; j < n; ++j)
+              for (std::size_t bb = 0; bb <= std::min(a, j); ++bb)
+                dTm_Tt[a][j] += round_operand(dTm[a][bb]) * round_operand(c.Tm[j][bb]);
+        }
         if (p.erases())
           for (std::size_t t = 0; t < n; ++t)
             for (std::size_t j = 0; j < t; ++j) {
               T dA(0);
-              for (std::size_t a = t; a < n; ++a)
-                for (std::size_t bb = 0; bb <= j; ++bb) dA -= c.Tm[a][t] * dTm[a][bb] * c.Tm[j][bb];
-              // 6. A_tj = r_t Σ_i e_ti ρ_tj,i w_ji.
-              T dot(0);
+              if (tensor_core)
+                for (std::size_t a = t; a < n; ++a) dA -= round_operand(c.Tm[a][t]) * round_operand(dTm_Tt[a][j]);
+              else
+                for (std::size_t a = t; a < n; ++a)
+                  for (std::size_t bb = 0; bb <= j; ++bb) dA -= c.Tm[a][t] * dTm[a][bb] * c.Tm[j][bb];
+              // 6. A_tj = r_t Σ_i e_ti ρ_tj,i w_ji: dA (ρ ⊙ w), the pairs' share of dΓ and dΓ⁻, dAᵀ (ρ ⊙ e):
+              //    dA and the key factor are the products' operands, as for σ above.
+              const T dot = detail::fixed_gain::wy_pair_dot(c, c.e, t, j, tensor_core);
+              const T dA_operand = round_operand(dA);
               for (std::size_t i = 0; i < K; ++i) {
-                dot += c.e[t][i] * c.ratio(t, j, i) * c.w[j][i];
-                de[t][i] += dA * c.r[t] * c.ratio(t, j, i) * c.w[j][i];
-                drho[t][j][i] += dA * c.r[t] * c.e[t][i] * c.w[j][i];
-                dw[j][i] += dA * c.r[t] * c.e[t][i] * c.ratio(t, j, i);
+                de[t][i] += dA_operand * c.r[t] * c.ratio(t, j, i) * round_operand(c.w[j][i]);
+                drho[t][j][i] += dA_operand * c.r[t] * c.e[t][i] * round_operand(c.w[j][i]);
+                dw[j][i] += dA_operand * c.r[t] * round_operand(c.e[t][i]) * c.ratio(t, j, i);
               }
               dr[t] += dA * dot;
             }

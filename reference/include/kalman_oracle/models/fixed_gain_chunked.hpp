@@ -161,6 +161,27 @@ struct wy_chunk {
   }
 };
 
+/// Σ_i left_ti ρ_tj,i w_ji (j <= t): A_tj / r_t with left = e (the erase keys), the score σ_tj with
+/// left = τq. Under tensor cores its operands are rounded as a kernel forms them (see the top):
+/// (Γ_t ⊙ left_t)(Γ_j⁻¹ ⊙ w_j) inside a factored_decays_scope where the chunk is factored, else
+/// left_t and (ρ_tj ⊙ w_j); without, the plain product in that order. The forward and the chunked
+/// adjoint (grad/fixed_gain_chunked.hpp) both form it here.
+template <class T>
+T wy_pair_dot(const wy_chunk<T>& c, const std::vector<std::vector<T>>& left, std::size_t t, std::size_t j,
+              bool tensor_core) {
+  const std::size_t K = left[t].size();
+  T dot(0);
+  if (tensor_core && factored_decays && c.factored)
+    for (std::size_t i = 0; i < K; ++i)
+      dot += round_operand(T(c.gamma[t][i] * left[t][i])) * round_operand(T(c.gamma_inv[j][i] * c.w[j][i]));
+  else if (tensor_core)
+    for (std::size_t i = 0; i < K; ++i)
+      dot += round_operand(left[t][i]) * round_operand(T(c.ratio(t, j, i) * c.w[j][i]));
+  else
+    for (std::size_t i = 0; i < K; ++i) dot += left[t][i] * c.ratio(t, j, i) * c.w[j][i];
+  return dot;
+}
+
 /// W = 𝒯X (n x K, stored in `W`) and the pseudo-values Ũ = 𝒯Y − W S (n x V, returned), every
 /// matrix-product operand through round_operand.
 template <class T>
@@ -225,16 +246,7 @@ wy_chunk<T> wy_chunk_forward(const problem<T>& p, std::size_t b, std::size_t h, 
     if (p.erases())
       for (std::size_t t = 0; t < n; ++t)
         for (std::size_t j = 0; j < t; ++j) {
-          T dot(0);
-          if (tensor_core && factored_decays && c.factored)  // the operands: Γ_t ⊙ e_t and Γ_j⁻¹ ⊙ w_j
-            for (std::size_t i = 0; i < K; ++i)
-              dot += round_operand(T(c.gamma[t][i] * c.e[t][i])) * round_operand(T(c.gamma_inv[j][i] * c.w[j][i]));
-          else if (tensor_core)  // the operands: e_t and ρ_tj ⊙ w_j
-            for (std::size_t i = 0; i < K; ++i)
-              dot += round_operand(c.e[t][i]) * round_operand(T(c.ratio(t, j, i) * c.w[j][i]));
-          else
-            for (std::size_t i = 0; i < K; ++i) dot += c.e[t][i] * c.ratio(t, j, i) * c.w[j][i];
-          A[t][j] = c.r[t] * dot;
+          A[t][j] = c.r[t] * wy_pair_dot(c, c.e, t, j, tensor_core);
         }
     for (std::size_t j = 0; j < n; ++j) {
       c.Tm[j][j] = T(1);
@@ -295,15 +307,7 @@ std::vector<std::vector<T>> wy_outputs(const wy_chunk<T>& c, const std::vector<T
       for (std::size_t j = 0; j < V; ++j) o[j] += round_operand(S[i * V + j]) * round_operand(qg);
     }
     for (std::size_t m = 0; m <= t; ++m) {
-      T score(0);
-      if (tensor_core && factored_decays && c.factored)  // the operands: Γ_t ⊙ τ q_t and Γ_m⁻¹ ⊙ w_m
-        for (std::size_t i = 0; i < K; ++i)
-          score += round_operand(T(c.gamma[t][i] * c.sq[t][i])) * round_operand(T(c.gamma_inv[m][i] * c.w[m][i]));
-      else if (tensor_core)  // the operands: τ q_t and ρ_tm ⊙ w_m
-        for (std::size_t i = 0; i < K; ++i)
-          score += round_operand(c.sq[t][i]) * round_operand(T(c.ratio(t, m, i) * c.w[m][i]));
-      else
-        for (std::size_t i = 0; i < K; ++i) score += c.sq[t][i] * c.ratio(t, m, i) * c.w[m][i];
+      const T score = wy_pair_dot(c, c.sq, t, m, tensor_core);
       for (std::size_t j = 0; j < V; ++j) o[j] += round_operand(score) * round_operand(c.U[m][j]);
     }
   }

@@ -160,7 +160,10 @@ running_error<B> round_operand(const running_error<B>& x) {
   using std::abs;
   const operand_format f = current_operand_format();
   if (f == operand_format::none) return x;
-  return {x.value(), x.error() + B(operand_unit_roundoff(f) / 0x1p-24) * abs(x.value())};
+  // Planted bug running_error_drops_operand_rounding: the bound forgets the operand's rounding (the
+  // tensor-core tiers' properties then fail against the binary32 emulation, which still rounds).
+  return {x.value(), x.error() + KALMAN_ORACLE_MUTANT(running_error_drops_operand_rounding,
+                                                      B(operand_unit_roundoff(f) / 0x1p-24) * abs(x.value()), B(0))};
 }
 
 template <class B>
