@@ -62,6 +62,7 @@ set(KALMAN_ORACLE_META_TESTS
   wy_chunk_bound_drops_carried:error_bound
   chunked_adjoint_bound_forgets_state_error:error_bound
   running_error_drops_operand_rounding:error_bound
+  wy_adjoint_bound_drops_carried:error_bound
   wy_pseudo_value_bound_drops_key_products:error_bound
   kdn_posterior_rule_drops_propagated:error_bound
   # kdn_leaf_local: the KDN covariance leaf's trajectory-local factors (check/kdn_leaf_local.hpp)

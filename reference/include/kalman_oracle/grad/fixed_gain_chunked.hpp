@@ -43,6 +43,7 @@
 #include "kalman_oracle/detail/mutant.hpp"
 #include "kalman_oracle/grad/common.hpp"
 #include "kalman_oracle/grad/fixed_gain.hpp"
+#include "kalman_oracle/grad/wy_adjoint_error_bound.hpp"
 #include "kalman_oracle/models/fixed_gain.hpp"
 #include "kalman_oracle/models/fixed_gain_chunked.hpp"
 
@@ -91,9 +92,13 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
         }
         S = std::move(next);
       }
-      std::vector<T> dS(K * V, T(0));
+      // dS_end: the cotangent of the end state of the chunk about to be reversed (first S_T's).
+      std::vector<T> dS_end(K * V, T(0));
       for (std::size_t i = 0; i < K; ++i)
-        for (std::size_t j = 0; j < V; ++j) dS[i * V + j] = cotangent_at(cots.final_state, b, h, i, j);
+        for (std::size_t j = 0; j < V; ++j) dS_end[i * V + j] = cotangent_at(cots.final_state, b, h, i, j);
+      // A scalar type that carries an error bound may carry dS's errors norm-wise from chunk to chunk
+      // (grad/wy_adjoint_error_bound.hpp); plain scalars run each chunk once.
+      wy_adjoint_error_bound<T> adjoint_bound;
 
       for (std::size_t ci = starts.size(); ci-- > 0;) {
         const std::size_t c0 = starts[ci], n = std::min(chunk_size, N - c0), L = n - 1;
@@ -103,192 +108,197 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
         // as a tensor-core backward computes it (docs/gradients.md, "Tensor-core adjoints"); otherwise
         // round_operand is the identity and every bit is as before.
         const bool tensor_core = tensor_core_active<T>();
-        std::vector<T> dr(n, T(0));
-        std::vector<std::vector<T>> de(n, std::vector<T>(K, T(0))), dw = de, dsq = de, dG = de, dGi = de, dX = de,
-                                                                    dW = de, dU(n, std::vector<T>(V, T(0))), dY = dU;
-        std::vector<std::vector<std::vector<T>>> drho(n, std::vector<std::vector<T>>(n, std::vector<T>(K, T(0))));
-        std::vector<T> dS_prev(K * V, T(0));
+        // The chunk's reverse from dS (the cotangent of its end state): its gradients, written to `grads`
+        // where `write`, and the cotangent of its start state.
+        const auto chunk_adjoint = [&](const std::vector<T>& dS, bool write) {
+          std::vector<T> dr(n, T(0));
+          std::vector<std::vector<T>> de(n, std::vector<T>(K, T(0))), dw = de, dsq = de, dG = de, dGi = de, dX = de,
+                                                                      dW = de, dU(n, std::vector<T>(V, T(0))), dY = dU;
+          std::vector<std::vector<std::vector<T>>> drho(n, std::vector<std::vector<T>>(n, std::vector<T>(K, T(0))));
+          std::vector<T> dS_prev(K * V, T(0));
 
-        // 1. The carry S' = diag(Γ_L) S + Σ_m diag(ρ_Lm) w_m Ũ_mᵀ.
-        for (std::size_t i = 0; i < K; ++i)
-          for (std::size_t j = 0; j < V; ++j) {
-            dS_prev[i * V + j] += c.gamma[L][i] * dS[i * V + j];
-            dG[L][i] += dS[i * V + j] * S0[i * V + j];
-          }
-        for (std::size_t m = 0; m < n; ++m)
-          for (std::size_t i = 0; i < K; ++i) {
-            T dc(0);
-            const T cm = c.ratio(L, m, i) * c.w[m][i];
+          // 1. The carry S' = diag(Γ_L) S + Σ_m diag(ρ_Lm) w_m Ũ_mᵀ.
+          for (std::size_t i = 0; i < K; ++i)
             for (std::size_t j = 0; j < V; ++j) {
-              dc += round_operand(dS[i * V + j]) * round_operand(c.U[m][j]);  // dS' Ũᵀ
-              dU[m][j] += round_operand(cm) * round_operand(dS[i * V + j]);   // (ρ_L ⊙ w) dS'
+              dS_prev[i * V + j] += c.gamma[L][i] * dS[i * V + j];
+              dG[L][i] += dS[i * V + j] * S0[i * V + j];
             }
-            drho[L][m][i] += dc * c.w[m][i];
-            dw[m][i] += dc * c.ratio(L, m, i);
-          }
-        // 2. Outputs o_t = Sᵀ(Γ_t ⊙ sq_t) + Σ_{m≤t} σ_tm Ũ_m.
-        if (cots.o)
-          for (std::size_t t = 0; t < n; ++t) {
-            std::vector<T> d_out(V);
-            for (std::size_t j = 0; j < V; ++j) d_out[j] = (*cots.o)(b, c0 + t, h, j);
+          for (std::size_t m = 0; m < n; ++m)
             for (std::size_t i = 0; i < K; ++i) {
-              T da(0);
+              T dc(0);
+              const T cm = c.ratio(L, m, i) * c.w[m][i];
               for (std::size_t j = 0; j < V; ++j) {
-                da += round_operand(S0[i * V + j]) * round_operand(d_out[j]);  // do Sᵀ
-                dS_prev[i * V + j] += round_operand(T(c.gamma[t][i] * c.sq[t][i])) * round_operand(d_out[j]);
+                dc += round_operand(dS[i * V + j]) * round_operand(c.U[m][j]);  // dS' Ũᵀ
+                dU[m][j] += round_operand(cm) * round_operand(dS[i * V + j]);   // (ρ_L ⊙ w) dS'
               }
-              dG[t][i] += da * c.sq[t][i];
-              dsq[t][i] += da * c.gamma[t][i];
+              drho[L][m][i] += dc * c.w[m][i];
+              dw[m][i] += dc * c.ratio(L, m, i);
             }
-            for (std::size_t m = 0; m <= t; ++m) {
-              T dsigma(0);
-              for (std::size_t j = 0; j < V; ++j) dsigma += round_operand(d_out[j]) * round_operand(c.U[m][j]);
-              const T sigma = detail::fixed_gain::wy_pair_dot(c, c.sq, t, m, tensor_core);
-              for (std::size_t j = 0; j < V; ++j) dU[m][j] += round_operand(sigma) * round_operand(d_out[j]);
-              // dσ (ρ ⊙ w), the pairs' share of dΓ and dΓ⁻, dσᵀ (ρ ⊙ τq): dσ and the key factor are the
-              // products' operands (to first order, rounding w bounds rounding ρ ⊙ w or Γ⁻¹ ⊙ w alike).
-              const T dsigma_operand = round_operand(dsigma);
+          // 2. Outputs o_t = Sᵀ(Γ_t ⊙ sq_t) + Σ_{m≤t} σ_tm Ũ_m.
+          if (cots.o)
+            for (std::size_t t = 0; t < n; ++t) {
+              std::vector<T> d_out(V);
+              for (std::size_t j = 0; j < V; ++j) d_out[j] = (*cots.o)(b, c0 + t, h, j);
               for (std::size_t i = 0; i < K; ++i) {
-                dsq[t][i] += dsigma_operand * c.ratio(t, m, i) * round_operand(c.w[m][i]);
-                drho[t][m][i] += dsigma_operand * c.sq[t][i] * round_operand(c.w[m][i]);
-                dw[m][i] += dsigma_operand * round_operand(c.sq[t][i]) * c.ratio(t, m, i);
+                T da(0);
+                for (std::size_t j = 0; j < V; ++j) {
+                  da += round_operand(S0[i * V + j]) * round_operand(d_out[j]);  // do Sᵀ
+                  dS_prev[i * V + j] += round_operand(T(c.gamma[t][i] * c.sq[t][i])) * round_operand(d_out[j]);
+                }
+                dG[t][i] += da * c.sq[t][i];
+                dsq[t][i] += da * c.gamma[t][i];
+              }
+              for (std::size_t m = 0; m <= t; ++m) {
+                T dsigma(0);
+                for (std::size_t j = 0; j < V; ++j) dsigma += round_operand(d_out[j]) * round_operand(c.U[m][j]);
+                const T sigma = detail::fixed_gain::wy_pair_dot(c, c.sq, t, m, tensor_core);
+                for (std::size_t j = 0; j < V; ++j) dU[m][j] += round_operand(sigma) * round_operand(d_out[j]);
+                // dσ (ρ ⊙ w), the pairs' share of dΓ and dΓ⁻, dσᵀ (ρ ⊙ τq): dσ and the key factor are the
+                // products' operands (to first order, rounding w bounds rounding ρ ⊙ w or Γ⁻¹ ⊙ w alike).
+                const T dsigma_operand = round_operand(dsigma);
+                for (std::size_t i = 0; i < K; ++i) {
+                  dsq[t][i] += dsigma_operand * c.ratio(t, m, i) * round_operand(c.w[m][i]);
+                  drho[t][m][i] += dsigma_operand * c.sq[t][i] * round_operand(c.w[m][i]);
+                  dw[m][i] += dsigma_operand * round_operand(c.sq[t][i]) * c.ratio(t, m, i);
+                }
               }
             }
-          }
-        // 3. Ũ = U − W S: dU stays, dW = −dŨ Sᵀ, dS_prev −= Wᵀ dŨ (planted bug grad_wy_missing_state_term
-        //    drops the last: the chunk-start state's path through the pseudo-values).
-        for (std::size_t t = 0; t < n; ++t)
-          for (std::size_t i = 0; i < K; ++i) {
-            T acc(0);
-            for (std::size_t j = 0; j < V; ++j) {
-              acc += round_operand(dU[t][j]) * round_operand(S0[i * V + j]);  // dŨ Sᵀ
-              dS_prev[i * V + j] -= KALMAN_ORACLE_MUTANT(grad_wy_missing_state_term,
-                                                         T(round_operand(c.W[t][i]) * round_operand(dU[t][j])), T(0));
-            }
-            dW[t][i] = -acc;
-          }
-        // 4. W = 𝒯X, U = 𝒯Y (the U before subtracting W S is 𝒯Y; its cotangent is dŨ).
-        std::vector<std::vector<T>> dTm(n, std::vector<T>(n, T(0)));
-        for (std::size_t t = 0; t < n; ++t)
-          for (std::size_t m = 0; m <= t; ++m) {
-            T acc(0);
-            for (std::size_t j = 0; j < V; ++j) {
-              acc += round_operand(dU[t][j]) * round_operand(c.Y[m][j]);        // dŨ Yᵀ
-              dY[m][j] += round_operand(c.Tm[t][m]) * round_operand(dU[t][j]);  // 𝒯ᵀ dŨ
-            }
-            for (std::size_t i = 0; i < K; ++i) {
-              acc += round_operand(dW[t][i]) * round_operand(c.X[m][i]);        // dW Xᵀ
-              dX[m][i] += round_operand(c.Tm[t][m]) * round_operand(dW[t][i]);  // 𝒯ᵀ dW
-            }
-            dTm[t][m] = acc;
-          }
-        // 5. 𝒯 = (I + A)⁻¹: dA = −𝒯ᵀ d𝒯 𝒯ᵀ on the strictly lower triangle. Under tensor cores as two
-        //    products, N = d𝒯 𝒯ᵀ first, its operands and N's rounded (a kernel holds N between them).
-        std::vector<std::vector<T>> dTm_Tt;
-        if (p.erases() && tensor_core) {
-          dTm_Tt.assign(n, std::vector<T>(n, T(0)));
-          for (std::size_t a = 0; a < n; ++a)
-            for (std::size_t j = 0; j < n; ++j)
-              for (std::size_t bb = 0; bb <= std::min(a, j); ++bb)
-                dTm_Tt[a][j] += round_operand(dTm[a][bb]) * round_operand(c.Tm[j][bb]);
-        }
-        if (p.erases())
+          // 3. Ũ = U − W S: dU stays, dW = −dŨ Sᵀ, dS_prev −= Wᵀ dŨ (planted bug grad_wy_missing_state_term
+          //    drops the last: the chunk-start state's path through the pseudo-values).
           for (std::size_t t = 0; t < n; ++t)
-            for (std::size_t j = 0; j < t; ++j) {
-              T dA(0);
-              if (tensor_core)
-                for (std::size_t a = t; a < n; ++a) dA -= round_operand(c.Tm[a][t]) * round_operand(dTm_Tt[a][j]);
-              else
-                for (std::size_t a = t; a < n; ++a)
-                  for (std::size_t bb = 0; bb <= j; ++bb) dA -= c.Tm[a][t] * dTm[a][bb] * c.Tm[j][bb];
-              // 6. A_tj = r_t Σ_i e_ti ρ_tj,i w_ji: dA (ρ ⊙ w), the pairs' share of dΓ and dΓ⁻, dAᵀ (ρ ⊙ e):
-              //    dA and the key factor are the products' operands, as for σ above.
-              const T dot = detail::fixed_gain::wy_pair_dot(c, c.e, t, j, tensor_core);
-              const T dA_operand = round_operand(dA);
+            for (std::size_t i = 0; i < K; ++i) {
+              T acc(0);
+              for (std::size_t j = 0; j < V; ++j) {
+                acc += round_operand(dU[t][j]) * round_operand(S0[i * V + j]);  // dŨ Sᵀ
+                dS_prev[i * V + j] -= KALMAN_ORACLE_MUTANT(grad_wy_missing_state_term,
+                                                           T(round_operand(c.W[t][i]) * round_operand(dU[t][j])), T(0));
+              }
+              dW[t][i] = -acc;
+            }
+          // 4. W = 𝒯X, U = 𝒯Y (the U before subtracting W S is 𝒯Y; its cotangent is dŨ).
+          std::vector<std::vector<T>> dTm(n, std::vector<T>(n, T(0)));
+          for (std::size_t t = 0; t < n; ++t)
+            for (std::size_t m = 0; m <= t; ++m) {
+              T acc(0);
+              for (std::size_t j = 0; j < V; ++j) {
+                acc += round_operand(dU[t][j]) * round_operand(c.Y[m][j]);        // dŨ Yᵀ
+                dY[m][j] += round_operand(c.Tm[t][m]) * round_operand(dU[t][j]);  // 𝒯ᵀ dŨ
+              }
               for (std::size_t i = 0; i < K; ++i) {
-                de[t][i] += dA_operand * c.r[t] * c.ratio(t, j, i) * round_operand(c.w[j][i]);
-                drho[t][j][i] += dA_operand * c.r[t] * c.e[t][i] * round_operand(c.w[j][i]);
-                dw[j][i] += dA_operand * c.r[t] * round_operand(c.e[t][i]) * c.ratio(t, j, i);
+                acc += round_operand(dW[t][i]) * round_operand(c.X[m][i]);        // dW Xᵀ
+                dX[m][i] += round_operand(c.Tm[t][m]) * round_operand(dW[t][i]);  // 𝒯ᵀ dW
               }
-              dr[t] += dA * dot;
+              dTm[t][m] = acc;
             }
-        // 6. X_t = r_t Γ_t ⊙ e_t, Y_t = r_t v_t.
-        std::vector<std::vector<T>> dvalue(n, std::vector<T>(V, T(0)));
-        for (std::size_t t = 0; t < n; ++t) {
+          // 5. 𝒯 = (I + A)⁻¹: dA = −𝒯ᵀ d𝒯 𝒯ᵀ on the strictly lower triangle. Under tensor cores as two
+          //    products, N = d𝒯 𝒯ᵀ first, its operands and N's rounded (a kernel holds N between them).
+          std::vector<std::vector<T>> dTm_Tt;
+          if (p.erases() && tensor_core) {
+            dTm_Tt.assign(n, std::vector<T>(n, T(0)));
+            for (std::size_t a = 0; a < n; ++a)
+              for (std::size_t j = 0; j < n; ++j)
+                for (std::size_t bb = 0; bb <= std::min(a, j); ++bb)
+                  dTm_Tt[a][j] += round_operand(dTm[a][bb]) * round_operand(c.Tm[j][bb]);
+          }
           if (p.erases())
-            for (std::size_t i = 0; i < K; ++i) {
-              dr[t] += dX[t][i] * c.gamma[t][i] * c.e[t][i];
-              dG[t][i] += dX[t][i] * c.r[t] * c.e[t][i];
-              de[t][i] += dX[t][i] * c.r[t] * c.gamma[t][i];
-            }
-          for (std::size_t j = 0; j < V; ++j) {
-            dr[t] += dY[t][j] * c.v[t][j];
-            dvalue[t][j] = c.r[t] * dY[t][j];
-          }
-        }
-        // 7. ρ_tj = Γ_t ⊙ Γ⁻_j; in a strongly decaying chunk ρ_tj = e^{G_t − G_j} (no Γ⁻ formed), whose
-        //    cotangent goes to the summed log gates directly: dG_t += dρ_tj ρ_tj, dG_j −= dρ_tj ρ_tj
-        //    (held in dGi there).
-        for (std::size_t t = 0; t < n; ++t)
-          for (std::size_t j = 0; j <= t; ++j)
-            for (std::size_t i = 0; i < K; ++i) {
-              if (c.factored) {
-                dG[t][i] += drho[t][j][i] * c.gamma_inv[j][i];
-                dGi[j][i] += drho[t][j][i] * c.gamma[t][i];
-              } else {
-                const T d = drho[t][j][i] * c.ratio(t, j, i);
-                dGi[t][i] += d;
-                dGi[j][i] -= d;
+            for (std::size_t t = 0; t < n; ++t)
+              for (std::size_t j = 0; j < t; ++j) {
+                T dA(0);
+                if (tensor_core)
+                  for (std::size_t a = t; a < n; ++a) dA -= round_operand(c.Tm[a][t]) * round_operand(dTm_Tt[a][j]);
+                else
+                  for (std::size_t a = t; a < n; ++a)
+                    for (std::size_t bb = 0; bb <= j; ++bb) dA -= c.Tm[a][t] * dTm[a][bb] * c.Tm[j][bb];
+                // 6. A_tj = r_t Σ_i e_ti ρ_tj,i w_ji: dA (ρ ⊙ w), the pairs' share of dΓ and dΓ⁻, dAᵀ (ρ ⊙ e):
+                //    dA and the key factor are the products' operands, as for σ above.
+                const T dot = detail::fixed_gain::wy_pair_dot(c, c.e, t, j, tensor_core);
+                const T dA_operand = round_operand(dA);
+                for (std::size_t i = 0; i < K; ++i) {
+                  de[t][i] += dA_operand * c.r[t] * c.ratio(t, j, i) * round_operand(c.w[j][i]);
+                  drho[t][j][i] += dA_operand * c.r[t] * c.e[t][i] * round_operand(c.w[j][i]);
+                  dw[j][i] += dA_operand * c.r[t] * round_operand(c.e[t][i]) * c.ratio(t, j, i);
+                }
+                dr[t] += dA * dot;
               }
-            }
-        // 8. Decays inside the chunk (dG holds dΓ, dGi holds dΓ⁻, or in a strongly decaying chunk the
-        //    log gates' cotangent from ρ, so far).
-        if (p.decays()) {
-          std::vector<T> suffix(K, T(0));
-          std::vector<std::vector<T>> d_gate(n, std::vector<T>(K, T(0)));
-          for (std::size_t t = n; t-- > 0;)
-            for (std::size_t i = 0; i < K; ++i) {
-              if (p.gates() == gate_space::log) {
-                suffix[i] += c.factored ? T(dG[t][i] * c.gamma[t][i] - dGi[t][i] * c.gamma_inv[t][i])  // dG_t
-                                        : T(dG[t][i] * c.gamma[t][i] + dGi[t][i]);
-                d_gate[t][i] = suffix[i];  // dg_t = Σ_{s≥t} dG_s
-              } else {
-                const T& P = c.gamma[t][i];
-                suffix[i] += (dG[t][i] - dGi[t][i] * c.gamma_inv[t][i] * c.gamma_inv[t][i]) * P;  // dP_t P_t
-                d_gate[t][i] = suffix[i] / p.gate(b, c0 + t, h, i);
-              }
-            }
+          // 6. X_t = r_t Γ_t ⊙ e_t, Y_t = r_t v_t.
+          std::vector<std::vector<T>> dvalue(n, std::vector<T>(V, T(0)));
           for (std::size_t t = 0; t < n; ++t) {
-            if (p.rule() == fixed_gain_rule::gated_delta_net) {
-              T sum(0);
-              for (std::size_t i = 0; i < K; ++i) sum += d_gate[t][i];
-              grads.g->add(sum, b, c0 + t, h);
-            } else {
-              for (std::size_t i = 0; i < K; ++i) grads.g->add(d_gate[t][i], b, c0 + t, h, i);
+            if (p.erases())
+              for (std::size_t i = 0; i < K; ++i) {
+                dr[t] += dX[t][i] * c.gamma[t][i] * c.e[t][i];
+                dG[t][i] += dX[t][i] * c.r[t] * c.e[t][i];
+                de[t][i] += dX[t][i] * c.r[t] * c.gamma[t][i];
+              }
+            for (std::size_t j = 0; j < V; ++j) {
+              dr[t] += dY[t][j] * c.v[t][j];
+              dvalue[t][j] = c.r[t] * dY[t][j];
             }
           }
-        }
-        // 9. r, e, w, sq → the inputs.
-        for (std::size_t t = 0; t < n; ++t) {
-          const std::size_t tok = c0 + t;
-          for (std::size_t j = 0; j < V; ++j) grads.v(b, tok, h, j) = dvalue[t][j];
-          for (std::size_t i = 0; i < K; ++i) {
-            grads.q(b, tok, h, i) = p.scale() * dsq[t][i];
-            grads.scale += c.q[t][i] * dsq[t][i];
-            if (!p.erases())
-              grads.k(b, tok, h, i) = dw[t][i];
-            else if (p.given_gain()) {
-              grads.k(b, tok, h, i) = de[t][i];
-              grads.gain->add(dw[t][i], b, tok, h, i);
-            } else
-              grads.k(b, tok, h, i) = de[t][i] + dw[t][i];
+          // 7. ρ_tj = Γ_t ⊙ Γ⁻_j; in a strongly decaying chunk ρ_tj = e^{G_t − G_j} (no Γ⁻ formed), whose
+          //    cotangent goes to the summed log gates directly: dG_t += dρ_tj ρ_tj, dG_j −= dρ_tj ρ_tj
+          //    (held in dGi there).
+          for (std::size_t t = 0; t < n; ++t)
+            for (std::size_t j = 0; j <= t; ++j)
+              for (std::size_t i = 0; i < K; ++i) {
+                if (c.factored) {
+                  dG[t][i] += drho[t][j][i] * c.gamma_inv[j][i];
+                  dGi[j][i] += drho[t][j][i] * c.gamma[t][i];
+                } else {
+                  const T d = drho[t][j][i] * c.ratio(t, j, i);
+                  dGi[t][i] += d;
+                  dGi[j][i] -= d;
+                }
+              }
+          // 8. Decays inside the chunk (dG holds dΓ, dGi holds dΓ⁻, or in a strongly decaying chunk the
+          //    log gates' cotangent from ρ, so far).
+          if (p.decays()) {
+            std::vector<T> suffix(K, T(0));
+            std::vector<std::vector<T>> d_gate(n, std::vector<T>(K, T(0)));
+            for (std::size_t t = n; t-- > 0;)
+              for (std::size_t i = 0; i < K; ++i) {
+                if (p.gates() == gate_space::log) {
+                  suffix[i] += c.factored ? T(dG[t][i] * c.gamma[t][i] - dGi[t][i] * c.gamma_inv[t][i])  // dG_t
+                                          : T(dG[t][i] * c.gamma[t][i] + dGi[t][i]);
+                  d_gate[t][i] = suffix[i];  // dg_t = Σ_{s≥t} dG_s
+                } else {
+                  const T& P = c.gamma[t][i];
+                  suffix[i] += (dG[t][i] - dGi[t][i] * c.gamma_inv[t][i] * c.gamma_inv[t][i]) * P;  // dP_t P_t
+                  d_gate[t][i] = suffix[i] / p.gate(b, c0 + t, h, i);
+                }
+              }
+            for (std::size_t t = 0; t < n && write; ++t) {
+              if (p.rule() == fixed_gain_rule::gated_delta_net) {
+                T sum(0);
+                for (std::size_t i = 0; i < K; ++i) sum += d_gate[t][i];
+                grads.g->add(sum, b, c0 + t, h);
+              } else {
+                for (std::size_t i = 0; i < K; ++i) grads.g->add(d_gate[t][i], b, c0 + t, h, i);
+              }
+            }
           }
-          if (grads.beta) grads.beta->add(dr[t], b, tok, h);
-        }
-        dS = std::move(dS_prev);
+          // 9. r, e, w, sq → the inputs.
+          for (std::size_t t = 0; t < n && write; ++t) {
+            const std::size_t tok = c0 + t;
+            for (std::size_t j = 0; j < V; ++j) grads.v(b, tok, h, j) = dvalue[t][j];
+            for (std::size_t i = 0; i < K; ++i) {
+              grads.q(b, tok, h, i) = p.scale() * dsq[t][i];
+              grads.scale += c.q[t][i] * dsq[t][i];
+              if (!p.erases())
+                grads.k(b, tok, h, i) = dw[t][i];
+              else if (p.given_gain()) {
+                grads.k(b, tok, h, i) = de[t][i];
+                grads.gain->add(dw[t][i], b, tok, h, i);
+              } else
+                grads.k(b, tok, h, i) = de[t][i] + dw[t][i];
+            }
+            if (grads.beta) grads.beta->add(dr[t], b, tok, h);
+          }
+          return dS_prev;
+        };
+        dS_end = adjoint_bound.chunk(c, p.erases(), dS_end, chunk_adjoint);
       }
       for (std::size_t i = 0; i < K; ++i)
-        for (std::size_t j = 0; j < V; ++j) grads.initial_state.add(dS[i * V + j], b, h, i, j);
+        for (std::size_t j = 0; j < V; ++j) grads.initial_state.add(dS_end[i * V + j], b, h, i, j);
     }
 
   return grads.take();
