@@ -63,13 +63,14 @@ matrix pseudo_value_bound(const matrix& A, const matrix& a_error, const matrix& 
       for (const auto& x : m[i]) r[i].push_back(R(x));
     return r;
   };
-  c.Tm = lift(Tm), c.X = lift(X), c.Y = lift(Y), c.U = lift(U);
+  c.Tm = lift(Tm), c.X = lift(X), c.Y = lift(Y), c.U = lift(U), c.W = lift(times(Tm, X));
   std::vector<std::vector<R>> a(n, std::vector<R>(n));
   for (std::size_t t = 0; t < n; ++t)
     for (std::size_t m = 0; m < n; ++m) a[t][m] = R(A[t][m], a_error[t][m]);
   std::vector<R> state(S.begin(), S.end());
   normwise_chunk_bound_scope structured;
-  bound_pseudo_values(c, a, state, [&](const std::vector<std::vector<R>>&) {
+  bound_pseudo_values(c, a, state, [&](const std::vector<std::vector<R>>&, std::vector<std::vector<R>>& W) {
+    W.assign(n, std::vector<R>(X[0].size(), R(0)));
     return std::vector<std::vector<R>>(n, std::vector<R>(V, R(0)));
   });
   matrix bound(n, std::vector<mpfr_real>(V));

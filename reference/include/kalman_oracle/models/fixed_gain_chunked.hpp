@@ -270,8 +270,7 @@ wy_chunk<T> wy_chunk_forward(const problem<T>& p, std::size_t b, std::size_t h, 
   // A scalar type that carries an error bound may bound Ũ's errors through 𝒯's structure instead
   // (models/wy_pseudo_value_error_bound.hpp); plain scalars ignore it.
   if (p.erases())
-    bound_pseudo_values(c, A, S, [&](const std::vector<std::vector<T>>& Tm) {
-      std::vector<std::vector<T>> W;
+    bound_pseudo_values(c, A, S, [&](const std::vector<std::vector<T>>& Tm, std::vector<std::vector<T>>& W) {
       return wy_pseudo_values(Tm, c.X, c.Y, S, W);
     });
   return c;

@@ -29,9 +29,10 @@
 
 namespace kalman_oracle {
 
-/// The hook: the chunk `c` (its 𝒯, X, Y and Ũ computed) of a rule that erases, with its matrix A
-/// (n x n, strictly lower) and start state S (K x V, row-major); `pseudo_values(Tm)` recomputes Ũ
-/// (n x V) from another 𝒯. Plain scalars carry no bound: nothing to do.
+/// The hook: the chunk `c` (its 𝒯, X, Y, W and Ũ computed) of a rule that erases, with its matrix A
+/// (n x n, strictly lower) and start state S (K x V, row-major); `pseudo_values(Tm, W)` recomputes Ũ
+/// (n x V, returned) and W (n x K) from another 𝒯. Both bounds are replaced (W's since 2026-12-05, for
+/// the chunked adjoint). Plain scalars carry no bound: nothing to do.
 template <class T, class Chunk, class PseudoValues>
 void bound_pseudo_values(Chunk&, const std::vector<std::vector<T>>&, const std::vector<T>&, PseudoValues&&) {}
 
@@ -43,11 +44,12 @@ void bound_pseudo_values(Chunk& c, const std::vector<std::vector<running_error<B
   if (!detail::fixed_gain::normwise_chunk_bound || c.n == 0) return;
   const std::size_t n = c.n, K = c.X[0].size(), V = c.U[0].size();
 
-  // Ũ's errors with 𝒯 taken as exact (its operand roundings still counted).
+  // Ũ's and W's errors with 𝒯 taken as exact (its operand roundings still counted).
   std::vector<std::vector<R>> exact_inverse(n, std::vector<R>(n));
   for (std::size_t t = 0; t < n; ++t)
     for (std::size_t m = 0; m < n; ++m) exact_inverse[t][m] = R(c.Tm[t][m].value());
-  const std::vector<std::vector<R>> rest = pseudo_values(exact_inverse);
+  std::vector<std::vector<R>> rest_W;
+  const std::vector<std::vector<R>> rest = pseudo_values(exact_inverse, rest_W);
 
   // The forward substitution's own rounding of 𝒯̂_tm: its sum recomputed from exact operands.
   std::vector<std::vector<B>> local(n, std::vector<B>(n, B(0)));
@@ -84,6 +86,26 @@ void bound_pseudo_values(Chunk& c, const std::vector<std::vector<running_error<B
       B y(0);
       for (std::size_t m = 0; m <= t; ++m) y += abs(c.Tm[t][m].value()) * d[m][j];
       c.U[t][j] = R(c.U[t][j].value(), rest[t][j].error() + y);
+    }
+
+  // W = 𝒯X likewise (Z = X): (𝒯̂ − 𝒯) X = 𝒯 (ε X − ΔA W), so err(W) <= rest_W + |𝒯| (|ε| |X| + err(A) |W|).
+  // Ũ does not need W's bound (its own is above), but the chunked adjoint reads W (dS_prev −= Wᵀ dŨ, dX =
+  // 𝒯ᵀ dW's partner d𝒯 = … + dW Xᵀ): without it 𝒯's entrywise errors reach the gradients through W.
+  std::vector<std::vector<B>> dw(n, std::vector<B>(K, B(0)));
+  for (std::size_t t = 0; t < n; ++t)
+    for (std::size_t i = 0; i < K; ++i) {
+      B own(0), through_a(0);
+      for (std::size_t m = 0; m < t; ++m) {
+        own += local[t][m] * abs(c.X[m][i].value());
+        through_a += A[t][m].error() * abs(c.W[m][i].value());
+      }
+      dw[t][i] = own + KALMAN_ORACLE_MUTANT(wy_pseudo_value_bound_drops_key_products, through_a, B(0));
+    }
+  for (std::size_t t = 0; t < n; ++t)
+    for (std::size_t i = 0; i < K; ++i) {
+      B y(0);
+      for (std::size_t m = 0; m <= t; ++m) y += abs(c.Tm[t][m].value()) * dw[m][i];
+      c.W[t][i] = R(c.W[t][i].value(), rest_W[t][i].error() + y);
     }
 }
 
