@@ -29,6 +29,40 @@
 
 namespace kalman_oracle {
 
+namespace detail::fixed_gain {
+
+/// The bound above for one product P = 𝒯Z of the chunk (n x columns): δ = |ε| |Z| + err(A) |P| >= |E Z|
+/// (planted bug wy_pseudo_value_bound_drops_key_products: A's errors forgotten, as if A were computed
+/// exactly), then err(P) = err(rest) + |𝒯| δ, `rest` the product's running error with 𝒯 exact;
+/// `local` holds |ε| (the forward substitution's own roundings) and `z` holds |Z|.
+template <class B>
+void bound_through_inverse(const std::vector<std::vector<running_error<B>>>& Tm,
+                           const std::vector<std::vector<running_error<B>>>& A,
+                           const std::vector<std::vector<B>>& local, const std::vector<std::vector<B>>& z,
+                           const std::vector<std::vector<running_error<B>>>& rest,
+                           std::vector<std::vector<running_error<B>>>& product) {
+  using std::abs;
+  const std::size_t n = Tm.size(), columns = z.empty() ? 0 : z[0].size();
+  std::vector<std::vector<B>> d(n, std::vector<B>(columns, B(0)));
+  for (std::size_t t = 0; t < n; ++t)
+    for (std::size_t j = 0; j < columns; ++j) {
+      B own(0), through_a(0);
+      for (std::size_t m = 0; m < t; ++m) {
+        own += local[t][m] * z[m][j];
+        through_a += A[t][m].error() * abs(product[m][j].value());
+      }
+      d[t][j] = own + KALMAN_ORACLE_MUTANT(wy_pseudo_value_bound_drops_key_products, through_a, B(0));
+    }
+  for (std::size_t t = 0; t < n; ++t)
+    for (std::size_t j = 0; j < columns; ++j) {
+      B y(0);
+      for (std::size_t m = 0; m <= t; ++m) y += abs(Tm[t][m].value()) * d[m][j];
+      product[t][j] = running_error<B>(product[t][j].value(), rest[t][j].error() + y);
+    }
+}
+
+}  // namespace detail::fixed_gain
+
 /// The hook: the chunk `c` (its 𝒯, X, Y, W and Ũ computed) of a rule that erases, with its matrix A
 /// (n x n, strictly lower) and start state S (K x V, row-major); `pseudo_values(Tm, W)` recomputes Ũ
 /// (n x V, returned) and W (n x K) from another 𝒯. Both bounds are replaced (W's since 2026-12-05, for
@@ -69,44 +103,15 @@ void bound_pseudo_values(Chunk& c, const std::vector<std::vector<running_error<B
       z[t][j] = abs(c.Y[t][j].value() - xs);
     }
 
-  // δ = |ε| |Z| + err(A) |Ũ| >= |E Z| (planted bug wy_pseudo_value_bound_drops_key_products: A's
-  // errors forgotten, as if A were computed exactly), then err(Ũ) = rest + |𝒯| δ.
-  std::vector<std::vector<B>> d(n, std::vector<B>(V, B(0)));
+  // err(Ũ) = rest + |𝒯| (|ε| |Z| + err(A) |Ũ|).
+  detail::fixed_gain::bound_through_inverse(c.Tm, A, local, z, rest, c.U);
+  // W = 𝒯X likewise (Z = X): (𝒯̂ − 𝒯) X = 𝒯 (ε X − ΔA W). Ũ does not need W's bound (its own is above),
+  // but the chunked adjoint reads W (dS_prev −= Wᵀ dŨ, d𝒯 = dŨ Yᵀ + dW Xᵀ): without it 𝒯's entrywise
+  // errors reach the gradients through W.
+  std::vector<std::vector<B>> x(n, std::vector<B>(K, B(0)));
   for (std::size_t t = 0; t < n; ++t)
-    for (std::size_t j = 0; j < V; ++j) {
-      B own(0), through_a(0);
-      for (std::size_t m = 0; m < t; ++m) {
-        own += local[t][m] * z[m][j];
-        through_a += A[t][m].error() * abs(c.U[m][j].value());
-      }
-      d[t][j] = own + KALMAN_ORACLE_MUTANT(wy_pseudo_value_bound_drops_key_products, through_a, B(0));
-    }
-  for (std::size_t t = 0; t < n; ++t)
-    for (std::size_t j = 0; j < V; ++j) {
-      B y(0);
-      for (std::size_t m = 0; m <= t; ++m) y += abs(c.Tm[t][m].value()) * d[m][j];
-      c.U[t][j] = R(c.U[t][j].value(), rest[t][j].error() + y);
-    }
-
-  // W = 𝒯X likewise (Z = X): (𝒯̂ − 𝒯) X = 𝒯 (ε X − ΔA W), so err(W) <= rest_W + |𝒯| (|ε| |X| + err(A) |W|).
-  // Ũ does not need W's bound (its own is above), but the chunked adjoint reads W (dS_prev −= Wᵀ dŨ, dX =
-  // 𝒯ᵀ dW's partner d𝒯 = … + dW Xᵀ): without it 𝒯's entrywise errors reach the gradients through W.
-  std::vector<std::vector<B>> dw(n, std::vector<B>(K, B(0)));
-  for (std::size_t t = 0; t < n; ++t)
-    for (std::size_t i = 0; i < K; ++i) {
-      B own(0), through_a(0);
-      for (std::size_t m = 0; m < t; ++m) {
-        own += local[t][m] * abs(c.X[m][i].value());
-        through_a += A[t][m].error() * abs(c.W[m][i].value());
-      }
-      dw[t][i] = own + KALMAN_ORACLE_MUTANT(wy_pseudo_value_bound_drops_key_products, through_a, B(0));
-    }
-  for (std::size_t t = 0; t < n; ++t)
-    for (std::size_t i = 0; i < K; ++i) {
-      B y(0);
-      for (std::size_t m = 0; m <= t; ++m) y += abs(c.Tm[t][m].value()) * dw[m][i];
-      c.W[t][i] = R(c.W[t][i].value(), rest_W[t][i].error() + y);
-    }
+    for (std::size_t i = 0; i < K; ++i) x[t][i] = abs(c.X[t][i].value());
+  detail::fixed_gain::bound_through_inverse(c.Tm, A, local, x, rest_W, c.W);
 }
 
 }  // namespace kalman_oracle
