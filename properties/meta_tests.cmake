@@ -64,6 +64,7 @@ set(KALMAN_ORACLE_META_TESTS
   running_error_drops_operand_rounding:error_bound
   wy_adjoint_bound_drops_carried:error_bound
   wy_pseudo_value_bound_drops_key_products:error_bound
+  wy_adjoint_bound_drops_cotangent_error:error_bound
   kdn_posterior_rule_drops_propagated:error_bound
   # kdn_leaf_local: the KDN covariance leaf's trajectory-local factors (check/kdn_leaf_local.hpp)
   kdn_local_lipschitz_at_centre:kdn_leaf_local

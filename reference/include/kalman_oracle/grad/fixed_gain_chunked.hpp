@@ -44,6 +44,7 @@
 #include "kalman_oracle/grad/common.hpp"
 #include "kalman_oracle/grad/fixed_gain.hpp"
 #include "kalman_oracle/grad/wy_adjoint_error_bound.hpp"
+#include "kalman_oracle/grad/wy_chunk_adjoint_bound.hpp"
 #include "kalman_oracle/models/fixed_gain.hpp"
 #include "kalman_oracle/models/fixed_gain_chunked.hpp"
 
@@ -108,6 +109,89 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
         // as a tensor-core backward computes it (docs/gradients.md, "Tensor-core adjoints"); otherwise
         // round_operand is the identity and every bit is as before.
         const bool tensor_core = tensor_core_active<T>();
+        // Steps 3–5's products, from the pseudo-values' cotangent dŨ, the chunk-start state S and 𝒯, X, Y:
+        // dW = −dŨ Sᵀ (stored in `dW`) and, where the rule erases, d𝒯 = dŨ Yᵀ + dW Xᵀ (lower) and
+        // dA = −𝒯ᵀ d𝒯 𝒯ᵀ on the strictly lower triangle (returned; n x n, zero elsewhere). Under tensor
+        // cores dA as two products, N = d𝒯 𝒯ᵀ first, its operands and N's rounded (a kernel holds N between
+        // them). Run once more from exact values where a scalar carries an error bound (step 5).
+        const auto key_pair_cotangents = [&](const std::vector<std::vector<T>>& dU, const std::vector<T>& S,
+                                             const std::vector<std::vector<T>>& Tm,
+                                             const std::vector<std::vector<T>>& X, const std::vector<std::vector<T>>& Y,
+                                             std::vector<std::vector<T>>& dW) {
+          dW.assign(n, std::vector<T>(K, T(0)));
+          for (std::size_t t = 0; t < n; ++t)
+            for (std::size_t i = 0; i < K; ++i) {
+              T acc(0);
+              for (std::size_t j = 0; j < V; ++j)
+                acc += round_operand(dU[t][j]) * round_operand(S[i * V + j]);  // dŨ Sᵀ
+              dW[t][i] = -acc;
+            }
+          std::vector<std::vector<T>> dA(n, std::vector<T>(n, T(0)));
+          if (!p.erases()) return dA;
+          std::vector<std::vector<T>> dTm(n, std::vector<T>(n, T(0)));
+          for (std::size_t t = 0; t < n; ++t)
+            for (std::size_t m = 0; m <= t; ++m) {
+              T acc(0);
+              for (std::size_t j = 0; j < V; ++j) acc += round_operand(dU[t][j]) * round_operand(Y[m][j]);  // dŨ Yᵀ
+              for (std::size_t i = 0; i < K; ++i) acc += round_operand(dW[t][i]) * round_operand(X[m][i]);  // dW Xᵀ
+              dTm[t][m] = acc;
+            }
+          std::vector<std::vector<T>> dTm_Tt;
+          if (tensor_core) {
+            dTm_Tt.assign(n, std::vector<T>(n, T(0)));
+            for (std::size_t a = 0; a < n; ++a)
+              for (std::size_t j = 0; j < n; ++j)
+                for (std::size_t bb = 0; bb <= std::min(a, j); ++bb)
+                  dTm_Tt[a][j] += round_operand(dTm[a][bb]) * round_operand(Tm[j][bb]);
+          }
+          for (std::size_t t = 0; t < n; ++t)
+            for (std::size_t j = 0; j < t; ++j) {
+              T& d = dA[t][j];
+              if (tensor_core)
+                for (std::size_t a = t; a < n; ++a) d -= round_operand(Tm[a][t]) * round_operand(dTm_Tt[a][j]);
+              else
+                for (std::size_t a = t; a < n; ++a)
+                  for (std::size_t bb = 0; bb <= j; ++bb) d -= Tm[a][t] * dTm[a][bb] * Tm[j][bb];
+            }
+          return dA;
+        };
+        // Steps 7–8: the gates' cotangent d_gate (n x K) from dρ (n x n x K) and, so far, dG (holding dΓ)
+        // and dGi (holding dΓ⁻, or in a strongly decaying chunk the log gates' cotangent from ρ).
+        //   7. ρ_tj = Γ_t ⊙ Γ⁻_j; in a strongly decaying chunk ρ_tj = e^{G_t − G_j} (no Γ⁻ formed), whose
+        //      cotangent goes to the summed log gates directly: dG_t += dρ_tj ρ_tj, dG_j −= dρ_tj ρ_tj
+        //      (held in dGi there).
+        //   8. Log gates: dg_t = Σ_{s≥t} dG_s; linear decays: dα_t = (Σ_{s≥t} dP_s P_s) / α_t.
+        // Run once more from exact values where a scalar carries an error bound (the structured bound).
+        const auto gate_cotangents = [&](const std::vector<std::vector<std::vector<T>>>& drho,
+                                         std::vector<std::vector<T>> dG, std::vector<std::vector<T>> dGi) {
+          for (std::size_t t = 0; t < n; ++t)
+            for (std::size_t j = 0; j <= t; ++j)
+              for (std::size_t i = 0; i < K; ++i) {
+                if (c.factored) {
+                  dG[t][i] += drho[t][j][i] * c.gamma_inv[j][i];
+                  dGi[j][i] += drho[t][j][i] * c.gamma[t][i];
+                } else {
+                  const T d = drho[t][j][i] * c.ratio(t, j, i);
+                  dGi[t][i] += d;
+                  dGi[j][i] -= d;
+                }
+              }
+          std::vector<T> suffix(K, T(0));
+          std::vector<std::vector<T>> d_gate(n, std::vector<T>(K, T(0)));
+          for (std::size_t t = n; t-- > 0;)
+            for (std::size_t i = 0; i < K; ++i) {
+              if (p.gates() == gate_space::log) {
+                suffix[i] += c.factored ? T(dG[t][i] * c.gamma[t][i] - dGi[t][i] * c.gamma_inv[t][i])  // dG_t
+                                        : T(dG[t][i] * c.gamma[t][i] + dGi[t][i]);
+                d_gate[t][i] = suffix[i];  // dg_t = Σ_{s≥t} dG_s
+              } else {
+                const T& P = c.gamma[t][i];
+                suffix[i] += (dG[t][i] - dGi[t][i] * c.gamma_inv[t][i] * c.gamma_inv[t][i]) * P;  // dP_t P_t
+                d_gate[t][i] = suffix[i] / p.gate(b, c0 + t, h, i);
+              }
+            }
+          return d_gate;
+        };
         // The chunk's reverse from dS (the cotangent of its end state): its gradients, written to `grads`
         // where `write`, and the cotangent of its start state.
         const auto chunk_adjoint = [&](const std::vector<T>& dS, bool write) {
@@ -116,6 +200,12 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
                                                                       dW = de, dU(n, std::vector<T>(V, T(0))), dY = dU;
           std::vector<std::vector<std::vector<T>>> drho(n, std::vector<std::vector<T>>(n, std::vector<T>(K, T(0))));
           std::vector<T> dS_prev(K * V, T(0));
+          // Where a scalar carries the structured bounds (grad/wy_chunk_adjoint_bound.hpp), dŨ is formed a
+          // second time from dS's exact values (dU_exact_carry), for the second bound on dY.
+          const bool structured = structured_adjoint_bound(c);
+          const std::vector<T> dS_values = structured ? without_errors(dS) : std::vector<T>{};
+          std::vector<std::vector<T>> dU_exact_carry;
+          if (structured) dU_exact_carry = dU;
 
           // 1. The carry S' = diag(Γ_L) S + Σ_m diag(ρ_Lm) w_m Ũ_mᵀ.
           for (std::size_t i = 0; i < K; ++i)
@@ -130,6 +220,7 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
               for (std::size_t j = 0; j < V; ++j) {
                 dc += round_operand(dS[i * V + j]) * round_operand(c.U[m][j]);  // dS' Ũᵀ
                 dU[m][j] += round_operand(cm) * round_operand(dS[i * V + j]);   // (ρ_L ⊙ w) dS'
+                if (structured) dU_exact_carry[m][j] += round_operand(cm) * round_operand(dS_values[i * V + j]);
               }
               drho[L][m][i] += dc * c.w[m][i];
               dw[m][i] += dc * c.ratio(L, m, i);
@@ -152,7 +243,10 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
                 T dsigma(0);
                 for (std::size_t j = 0; j < V; ++j) dsigma += round_operand(d_out[j]) * round_operand(c.U[m][j]);
                 const T sigma = detail::fixed_gain::wy_pair_dot(c, c.sq, t, m, tensor_core);
-                for (std::size_t j = 0; j < V; ++j) dU[m][j] += round_operand(sigma) * round_operand(d_out[j]);
+                for (std::size_t j = 0; j < V; ++j) {
+                  dU[m][j] += round_operand(sigma) * round_operand(d_out[j]);
+                  if (structured) dU_exact_carry[m][j] += round_operand(sigma) * round_operand(d_out[j]);
+                }
                 // dσ (ρ ⊙ w), the pairs' share of dΓ and dΓ⁻, dσᵀ (ρ ⊙ τq): dσ and the key factor are the
                 // products' operands (to first order, rounding w bounds rounding ρ ⊙ w or Γ⁻¹ ⊙ w alike).
                 const T dsigma_operand = round_operand(dsigma);
@@ -163,62 +257,46 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
                 }
               }
             }
-          // 3. Ũ = U − W S: dU stays, dW = −dŨ Sᵀ, dS_prev −= Wᵀ dŨ (planted bug grad_wy_missing_state_term
-          //    drops the last: the chunk-start state's path through the pseudo-values).
+          // 3.–5. dW = −dŨ Sᵀ; d𝒯 = dŨ Yᵀ + dW Xᵀ and dA = −𝒯ᵀ d𝒯 𝒯ᵀ where the rule erases.
+          std::vector<std::vector<T>> dA = key_pair_cotangents(dU, S0, c.Tm, c.X, c.Y, dW);
+          // 3. Ũ = U − W S: dS_prev −= Wᵀ dŨ (planted bug grad_wy_missing_state_term drops it: the
+          //    chunk-start state's path through the pseudo-values).
           for (std::size_t t = 0; t < n; ++t)
-            for (std::size_t i = 0; i < K; ++i) {
-              T acc(0);
-              for (std::size_t j = 0; j < V; ++j) {
-                acc += round_operand(dU[t][j]) * round_operand(S0[i * V + j]);  // dŨ Sᵀ
+            for (std::size_t i = 0; i < K; ++i)
+              for (std::size_t j = 0; j < V; ++j)
                 dS_prev[i * V + j] -= KALMAN_ORACLE_MUTANT(grad_wy_missing_state_term,
                                                            T(round_operand(c.W[t][i]) * round_operand(dU[t][j])), T(0));
-              }
-              dW[t][i] = -acc;
-            }
-          // 4. W = 𝒯X, U = 𝒯Y (the U before subtracting W S is 𝒯Y; its cotangent is dŨ).
-          std::vector<std::vector<T>> dTm(n, std::vector<T>(n, T(0)));
+          // 4. W = 𝒯X, U = 𝒯Y: dX = 𝒯ᵀ dW, dY = 𝒯ᵀ dŨ.
           for (std::size_t t = 0; t < n; ++t)
             for (std::size_t m = 0; m <= t; ++m) {
-              T acc(0);
-              for (std::size_t j = 0; j < V; ++j) {
-                acc += round_operand(dU[t][j]) * round_operand(c.Y[m][j]);        // dŨ Yᵀ
-                dY[m][j] += round_operand(c.Tm[t][m]) * round_operand(dU[t][j]);  // 𝒯ᵀ dŨ
-              }
-              for (std::size_t i = 0; i < K; ++i) {
-                acc += round_operand(dW[t][i]) * round_operand(c.X[m][i]);        // dW Xᵀ
-                dX[m][i] += round_operand(c.Tm[t][m]) * round_operand(dW[t][i]);  // 𝒯ᵀ dW
-              }
-              dTm[t][m] = acc;
+              for (std::size_t j = 0; j < V; ++j) dY[m][j] += round_operand(c.Tm[t][m]) * round_operand(dU[t][j]);
+              for (std::size_t i = 0; i < K; ++i) dX[m][i] += round_operand(c.Tm[t][m]) * round_operand(dW[t][i]);
             }
-          // 5. 𝒯 = (I + A)⁻¹: dA = −𝒯ᵀ d𝒯 𝒯ᵀ on the strictly lower triangle. Under tensor cores as two
-          //    products, N = d𝒯 𝒯ᵀ first, its operands and N's rounded (a kernel holds N between them).
-          std::vector<std::vector<T>> dTm_Tt;
-          if (p.erases() && tensor_core) {
-            dTm_Tt.assign(n, std::vector<T>(n, T(0)));
-            for (std::size_t a = 0; a < n; ++a)
-              for (std::size_t j = 0; j < n; ++j)
-                for (std::size_t bb = 0; bb <= std::min(a, j); ++bb)
-                  dTm_Tt[a][j] += round_operand(dTm[a][bb]) * round_operand(c.Tm[j][bb]);
+          // 5. The structured bounds (a)–(c) of grad/wy_chunk_adjoint_bound.hpp, from the local roundings of
+          //    steps 3–5 (the same products from exact values), where a scalar carries them.
+          if (structured) {
+            bound_carried_cotangent(c, dS, dU_exact_carry, dY);
+            std::vector<std::vector<T>> dW_local;
+            const std::vector<std::vector<T>> local =
+                key_pair_cotangents(without_errors(dU), without_errors(S0), without_errors(c.Tm), without_errors(c.X),
+                                    without_errors(c.Y), dW_local);
+            bound_key_cotangent(c, dW_local, dY, S0, dX);
+            bound_key_pair_cotangent(c, local, dY, dA);
           }
           if (p.erases())
             for (std::size_t t = 0; t < n; ++t)
               for (std::size_t j = 0; j < t; ++j) {
-                T dA(0);
-                if (tensor_core)
-                  for (std::size_t a = t; a < n; ++a) dA -= round_operand(c.Tm[a][t]) * round_operand(dTm_Tt[a][j]);
-                else
-                  for (std::size_t a = t; a < n; ++a)
-                    for (std::size_t bb = 0; bb <= j; ++bb) dA -= c.Tm[a][t] * dTm[a][bb] * c.Tm[j][bb];
+                const T& dA_tj = dA[t][j];
                 // 6. A_tj = r_t Σ_i e_ti ρ_tj,i w_ji: dA (ρ ⊙ w), the pairs' share of dΓ and dΓ⁻, dAᵀ (ρ ⊙ e):
                 //    dA and the key factor are the products' operands, as for σ above.
                 const T dot = detail::fixed_gain::wy_pair_dot(c, c.e, t, j, tensor_core);
-                const T dA_operand = round_operand(dA);
+                const T dA_operand = round_operand(dA_tj);
                 for (std::size_t i = 0; i < K; ++i) {
                   de[t][i] += dA_operand * c.r[t] * c.ratio(t, j, i) * round_operand(c.w[j][i]);
                   drho[t][j][i] += dA_operand * c.r[t] * c.e[t][i] * round_operand(c.w[j][i]);
                   dw[j][i] += dA_operand * c.r[t] * round_operand(c.e[t][i]) * c.ratio(t, j, i);
                 }
-                dr[t] += dA * dot;
+                dr[t] += dA_tj * dot;
               }
           // 6. X_t = r_t Γ_t ⊙ e_t, Y_t = r_t v_t.
           std::vector<std::vector<T>> dvalue(n, std::vector<T>(V, T(0)));
@@ -234,38 +312,14 @@ gradients<T> fixed_gain_chunked_backward(const fixed_gain_inputs<T>& inputs, con
               dvalue[t][j] = c.r[t] * dY[t][j];
             }
           }
-          // 7. ρ_tj = Γ_t ⊙ Γ⁻_j; in a strongly decaying chunk ρ_tj = e^{G_t − G_j} (no Γ⁻ formed), whose
-          //    cotangent goes to the summed log gates directly: dG_t += dρ_tj ρ_tj, dG_j −= dρ_tj ρ_tj
-          //    (held in dGi there).
-          for (std::size_t t = 0; t < n; ++t)
-            for (std::size_t j = 0; j <= t; ++j)
-              for (std::size_t i = 0; i < K; ++i) {
-                if (c.factored) {
-                  dG[t][i] += drho[t][j][i] * c.gamma_inv[j][i];
-                  dGi[j][i] += drho[t][j][i] * c.gamma[t][i];
-                } else {
-                  const T d = drho[t][j][i] * c.ratio(t, j, i);
-                  dGi[t][i] += d;
-                  dGi[j][i] -= d;
-                }
-              }
-          // 8. Decays inside the chunk (dG holds dΓ, dGi holds dΓ⁻, or in a strongly decaying chunk the
-          //    log gates' cotangent from ρ, so far).
+          // 7.–8. Decays inside the chunk (see gate_cotangents), with the structured bound (d) of
+          //    grad/wy_chunk_adjoint_bound.hpp for log gates where a scalar carries it.
           if (p.decays()) {
-            std::vector<T> suffix(K, T(0));
-            std::vector<std::vector<T>> d_gate(n, std::vector<T>(K, T(0)));
-            for (std::size_t t = n; t-- > 0;)
-              for (std::size_t i = 0; i < K; ++i) {
-                if (p.gates() == gate_space::log) {
-                  suffix[i] += c.factored ? T(dG[t][i] * c.gamma[t][i] - dGi[t][i] * c.gamma_inv[t][i])  // dG_t
-                                          : T(dG[t][i] * c.gamma[t][i] + dGi[t][i]);
-                  d_gate[t][i] = suffix[i];  // dg_t = Σ_{s≥t} dG_s
-                } else {
-                  const T& P = c.gamma[t][i];
-                  suffix[i] += (dG[t][i] - dGi[t][i] * c.gamma_inv[t][i] * c.gamma_inv[t][i]) * P;  // dP_t P_t
-                  d_gate[t][i] = suffix[i] / p.gate(b, c0 + t, h, i);
-                }
-              }
+            std::vector<std::vector<T>> d_gate = gate_cotangents(drho, dG, dGi);
+            if (structured && p.gates() == gate_space::log)
+              bound_log_gate_cotangent(c, drho, dG, dGi,
+                                       gate_cotangents(without_errors(drho), without_errors(dG), without_errors(dGi)),
+                                       d_gate);
             for (std::size_t t = 0; t < n && write; ++t) {
               if (p.rule() == fixed_gain_rule::gated_delta_net) {
                 T sum(0);

@@ -153,6 +153,11 @@ struct wy_chunk {
   std::vector<std::vector<T>> e, w, v, q, sq, gamma, gamma_inv, Tm, X, Y, W, U;  // U holds Ũ
   std::vector<std::vector<T>> log_sum;                                           ///< G_t per channel (log gates only)
   bool factored = true;  ///< the decay ratios factored, Γ_t · Γ_j⁻¹ (see the top)
+  /// Bounds (in error(), units of u) on |F|, F = (I + A)(𝒯̂ − 𝒯) the computed inverse's residual, n x n
+  /// strictly lower: set by a scalar type that carries an error bound, inside a normwise_chunk_bound_scope
+  /// (models/wy_pseudo_value_error_bound.hpp), for the chunked adjoint's bound on dA
+  /// (grad/wy_adjoint_error_bound.hpp); empty otherwise.
+  std::vector<std::vector<T>> inverse_residual;
 
   /// ρ_tj,i: the decay of channel i from just after token j to token t (j <= t): Γ_t · Γ_j⁻¹, or
   /// e^{G_t − G_j} in a strongly decaying chunk.

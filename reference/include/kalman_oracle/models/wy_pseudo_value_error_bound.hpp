@@ -18,7 +18,8 @@
 // as exact; the two add (first order). Every term is a non-negative combination of running errors,
 // which are affine in the operand format's u_op, so the bound is affine in u_op (the tiers'
 // interpolation, fixtures/lib/tensor_core_tier.cpp). Used with the norm-wise carry
-// (normwise_chunk_bound_scope); plain scalars and the entrywise runs ignore it.
+// (normwise_chunk_bound_scope); plain scalars and the entrywise runs ignore it. The bound on the residual
+// F = ε − ΔA 𝒯̂ (𝒯̂ − 𝒯 = 𝒯F) is kept in the chunk for the chunked adjoint (grad/wy_chunk_adjoint_bound.hpp).
 #pragma once
 
 #include <cstddef>
@@ -92,6 +93,16 @@ void bound_pseudo_values(Chunk& c, const std::vector<std::vector<running_error<B
       R sum(0);
       for (std::size_t l = m; l < t; ++l) sum += R(A[t][l].value()) * R(c.Tm[l][m].value());
       local[t][m] = sum.error();
+    }
+
+  // |F| <= |ε| + err(A) |𝒯̂| (F = ε − ΔA 𝒯̂), kept for the chunked adjoint: 𝒯̂ − 𝒯 = 𝒯F enters its dA
+  // (grad/wy_adjoint_error_bound.hpp).
+  c.inverse_residual.assign(n, std::vector<R>(n, R(0)));
+  for (std::size_t t = 0; t < n; ++t)
+    for (std::size_t m = 0; m < t; ++m) {
+      B f = local[t][m];
+      for (std::size_t l = m; l < t; ++l) f += A[t][l].error() * abs(c.Tm[l][m].value());
+      c.inverse_residual[t][m] = R(B(0), f);
     }
 
   // Z = Y − X S (values).
