@@ -3,6 +3,8 @@
 // "Tensor-core tiers"), which the error bounds of the memories use to carry errors norm-wise.
 #pragma once
 
+#include <cmath>
+
 namespace kalman_oracle {
 
 /// ‖I − w eᵀ‖₂ from s = eᵀw, ww = ‖w‖², ee = ‖e‖²: the identity on the complement of span{w, e},

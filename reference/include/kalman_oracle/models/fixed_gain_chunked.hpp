@@ -156,7 +156,7 @@ struct wy_chunk {
   /// Bounds (in error(), units of u) on |F|, F = (I + A)(𝒯̂ − 𝒯) the computed inverse's residual, n x n
   /// strictly lower: set by a scalar type that carries an error bound, inside a normwise_chunk_bound_scope
   /// (models/wy_pseudo_value_error_bound.hpp), for the chunked adjoint's bound on dA
-  /// (grad/wy_adjoint_error_bound.hpp); empty otherwise.
+  /// (grad/wy_chunk_adjoint_bound.hpp); empty otherwise.
   std::vector<std::vector<T>> inverse_residual;
 
   /// ρ_tj,i: the decay of channel i from just after token j to token t (j <= t): Γ_t · Γ_j⁻¹, or

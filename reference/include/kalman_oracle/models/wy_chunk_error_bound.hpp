@@ -23,6 +23,7 @@
 // element, the smaller of this and the entrywise bound, each so interpolated).
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <utility>
 #include <vector>

@@ -22,6 +22,7 @@
 // F = ε − ΔA 𝒯̂ (𝒯̂ − 𝒯 = 𝒯F) is kept in the chunk for the chunked adjoint (grad/wy_chunk_adjoint_bound.hpp).
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <vector>
 
@@ -96,7 +97,7 @@ void bound_pseudo_values(Chunk& c, const std::vector<std::vector<running_error<B
     }
 
   // |F| <= |ε| + err(A) |𝒯̂| (F = ε − ΔA 𝒯̂), kept for the chunked adjoint: 𝒯̂ − 𝒯 = 𝒯F enters its dA
-  // (grad/wy_adjoint_error_bound.hpp).
+  // (grad/wy_chunk_adjoint_bound.hpp).
   c.inverse_residual.assign(n, std::vector<R>(n, R(0)));
   for (std::size_t t = 0; t < n; ++t)
     for (std::size_t m = 0; m < t; ++m) {
