@@ -73,10 +73,11 @@ inline fixed_gain_tensor_core_result fixed_gain_tensor_core_budget(const fixed_g
     if (normwise) carry.emplace();
     return fixed_gain_chunked_forward(in, chunk_size, one_thread);
   };
-  // The four runs on four threads (each sets its own scopes).
-  auto rounded_run = std::async(std::launch::async, run, operand_format::bf16, false);
+  // The four runs on four threads (each sets its own scopes). The rounded runs round to `format` itself:
+  // the line through them is the budget at that format's u_op (check/tensor_core_budget.hpp).
+  auto rounded_run = std::async(std::launch::async, run, format, false);
   auto plain_normwise_run = std::async(std::launch::async, run, operand_format::none, true);
-  auto rounded_normwise_run = std::async(std::launch::async, run, operand_format::bf16, true);
+  auto rounded_normwise_run = std::async(std::launch::async, run, format, true);
   const auto plain = run(operand_format::none, false);
   const auto rounded = rounded_run.get(), plain_normwise = plain_normwise_run.get();
   const auto rounded_normwise = rounded_normwise_run.get();
@@ -88,7 +89,7 @@ inline fixed_gain_tensor_core_result fixed_gain_tensor_core_budget(const fixed_g
     for (std::size_t i = 0; i < a.size(); ++i) {
       const double e_plain = a.data()[i].error(), e_normwise = pick(plain_normwise).data()[i].error();
       const tensor_core_terms terms = tensor_core_first_order_terms(
-          e_plain, pick(rounded).data()[i].error(), e_normwise, pick(rounded_normwise).data()[i].error());
+          e_plain, pick(rounded).data()[i].error(), e_normwise, pick(rounded_normwise).data()[i].error(), u_op);
       value.data()[i] = a.data()[i].value();
       budget.data()[i] = terms.budget(u_op) + 2 * 0x1p-53 * std::min(e_plain, e_normwise);
     }
