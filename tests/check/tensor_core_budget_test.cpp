@@ -65,9 +65,9 @@ TEST_CASE("tensor_core_budget: the carry kept is the one with the smaller budget
 
 TEST_CASE("tensor_core_budget: a run that is not finite makes its carry lose, or the element say nothing") {
   // The entrywise bound overflowed: the norm-wise carry is kept.
-  const tensor_core_terms nan_entrywise = smaller_tensor_core_terms(
-      tensor_core_carry_terms(infinite, {{u_bf16, infinite}}), tensor_core_carry_terms(3, {{u_bf16, 3 + 0x1p16}}),
-      u_bf16);
+  const tensor_core_terms nan_entrywise =
+      smaller_tensor_core_terms(tensor_core_carry_terms(infinite, {{u_bf16, infinite}}),
+                                tensor_core_carry_terms(3, {{u_bf16, 3 + 0x1p16}}), u_bf16);
   CHECK(nan_entrywise.accumulation == 3);
   CHECK(nan_entrywise.operand == 1);
   // A rounded run that is NaN (inf - inf inside the running error) is not finite either.

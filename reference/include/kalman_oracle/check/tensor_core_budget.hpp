@@ -73,8 +73,7 @@ inline tensor_core_terms tensor_core_carry_terms(double plain, std::initializer_
 /// exponent range does not hold the form's decay ratios (a chunk's log gates summing below about -709:
 /// strong decay): the tier says nothing there.
 inline tensor_core_terms smaller_tensor_core_terms(const tensor_core_terms& entrywise,
-                                                   const tensor_core_terms& normwise,
-                                                   double compare_unit_roundoff) {
+                                                   const tensor_core_terms& normwise, double compare_unit_roundoff) {
   const double ratio = compare_unit_roundoff / 0x1p-24;
   const double e = entrywise.accumulation + ratio * entrywise.operand;
   const double n = normwise.accumulation + ratio * normwise.operand;
