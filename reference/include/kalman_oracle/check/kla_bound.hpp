@@ -164,9 +164,14 @@ kla_error_bound<T> kla_bound(const kla_inputs<T>& inputs, const float_arithmetic
                                 upward_double(alpha * T(coefficient_error)) + underflow_double,
                                 upward_double(g2 * abs(rho) + underflow * (T(1) + (T(1) + u) * abs(key)))};
             const T c(std::expm1(den_error + 4 * eta) * bound_inflation);
+            // The underflow count 2 + (1 + u)(|k| + 1) holds while u (1 + (1 + u)|k|) <= 1, and
+            // (1 + u)(2 + (1 + u)|k|) always: the larger of the two (proofs/KlaMean.v, kla_mean_step and
+            // kla_mean_step_general; the first is the larger unless |k| > about 1/u).
+            const T bounded_key_count = T(2) + (T(1) + u) * (abs(key) + T(1));
+            const T any_key_count = (T(1) + u) * (T(2) + (T(1) + u) * abs(key));
+            const T underflow_count = bounded_key_count < any_key_count ? any_key_count : bounded_key_count;
             e = alpha * e + alpha * c * (abs(eta_t) + e) + g2 * abs(rho) +
-                u * (alpha * (T(1) + c) * (abs(eta_t) + e) + (T(1) + g2) * abs(rho)) +
-                underflow * (T(2) + (T(1) + u) * (abs(key) + T(1)));
+                u * (alpha * (T(1) + c) * (abs(eta_t) + e) + (T(1) + g2) * abs(rho)) + underflow * underflow_count;
             eta_t = alpha * eta_t + rho;
             mean[t] = eta_t;
             if (!only) mean_bound[t] = upward_double(e);
@@ -184,12 +189,13 @@ kla_error_bound<T> kla_bound(const kla_inputs<T>& inputs, const float_arithmetic
           const T e(mean_bound[t]);
           out.eta(b, t, m, s) = e;
           // y_{t,m} += q η_t / λ_t: the term's error from η̂ and λ̂ (and its two roundings), the
-          // S-term signed sum's γ_S on the computed terms' sizes, and underflow.
+          // S-term signed sum's γ_S on the computed terms' sizes, and underflow, which the additions
+          // round too (1 + γ_S; proofs/KlaMean.v, kla_readout_y).
           const T& query = in.q(b, t, s);
           const T grow(std::expm1(log_bound[t] + 2 * eta) * bound_inflation);
           const T term_size = abs(query) * (abs(mean[t]) + e) / lambda[t];
           out.y(b, t, m) += abs(query) * e / lambda[t] + term_size * grow + gS * term_size * (T(1) + grow) +
-                            underflow * (T(1) + (T(1) + grow) / lambda[t]);
+                            (T(1) + gS) * underflow * (T(1) + (T(1) + grow) / lambda[t]);
         }
         out.final_eta(b, m, s) = TT == 0 ? T(0) : out.eta(b, TT - 1, m, s);
       }
