@@ -13,8 +13,8 @@
       the C++'s e_t term for term ([kla_mean_step]), when u(1 + (1 + u)|k|) ≤ 1 (the addition's rounding of ρ̂'s
       underflow is then at most one η₀); without that hypothesis the same holds with
       η₀(1 + u)(2 + (1 + u)|k|) ([kla_mean_step_general]); since 2026-12-05 the C++ charges the larger
-      of the two counts, so one of the two theorems covers every step. The whole recursion by
-      induction ([kla_mean_sequential]).
+      of the two counts, with no condition on k ([kla_mean_step_cpp]). The whole recursion with that
+      count, by induction ([kla_mean_sequential]).
     - The affine scans ([affine_tree_bound]): a node N = compose(L, E) computed as Â_N = fl(Â_L Â_E),
       R̂_N = fl(fl(Â_L R̂_E) + R̂_L) keeps dA ≥ |Â − A|, dR ≥ |R̂ − R|, R^abs ≥ |R| with
       check/affine_bound.hpp's `affine_error_monoid::compose` (its floors included), over any binary
@@ -248,6 +248,44 @@ Proof.
   pose proof (underflow_count k Hk). lra.
 Qed.
 
+(** The step as check/kla_bound.hpp evaluates it since 2026-12-05: the underflow count is the larger of
+    the two above, so no condition on k: one of [kla_mean_step] and [kla_mean_step_general] covers it. *)
+Definition cpp_underflow_count (k : R) : R :=
+  Rmax (2 + (1 + u) * (Rabs k + 1)) ((1 + u) * (2 + (1 + u) * Rabs k)).
+
+Theorem kla_mean_step_cpp : forall fl al alh D c x xh e v L k,
+  0 <= al -> 0 <= D -> 2 * u < 1 ->
+  exp (- (D + 3 * eta u)) * al <= alh <= exp (D + 3 * eta u) * al ->
+  exp (D + 4 * eta u) - 1 <= c -> Rabs (xh - x) <= e ->
+  prod_ok u eta0 fl (alh * xh) -> prod_ok u eta0 fl (v * L) -> prod_ok u eta0 fl (fl (v * L) * k) ->
+  sum_ok u fl (fl (alh * xh) + fl (fl (v * L) * k)) ->
+  Rabs (fl (fl (alh * xh) + fl (fl (v * L) * k)) - (al * x + v * L * k))
+    <= al * e + al * c * (Rabs x + e) + (2 * u / (1 - 2 * u)) * Rabs (v * L * k)
+       + u * (al * (1 + c) * (Rabs x + e) + (1 + 2 * u / (1 - 2 * u)) * Rabs (v * L * k))
+       + eta0 * cpp_underflow_count k.
+Proof.
+  intros fl al alh D c x xh e v L k Hal HD Hu2 Halh Hc He HP Hv Hrk Hs.
+  unfold cpp_underflow_count.
+  destruct (Rle_dec (u * (1 + (1 + u) * Rabs k)) 1) as [Hk|Hk].
+  - pose proof (kla_mean_step fl al alh D c x xh e v L k Hal HD Hu2 Hk Halh Hc He HP Hv Hrk Hs).
+    pose proof (Rmax_l (2 + (1 + u) * (Rabs k + 1)) ((1 + u) * (2 + (1 + u) * Rabs k))).
+    assert (eta0 * (2 + (1 + u) * (Rabs k + 1))
+            <= eta0 * Rmax (2 + (1 + u) * (Rabs k + 1)) ((1 + u) * (2 + (1 + u) * Rabs k)))
+      by (apply Rmult_le_compat_l; lra).
+    lra.
+  - assert (Ha : 0 <= D + 3 * eta u) by (pose proof (eta_nonneg u (conj u_nonneg u_lt_1)); lra).
+    assert (Hc' : exp (D + 3 * eta u) * (1 + u) - 1 <= c) by (pose proof (one_more_eta D); lra).
+    pose proof (kla_mean_step_general fl al alh (D + 3 * eta u) c (2 * u / (1 - 2 * u)) x xh e v L k
+                  Hal Ha Halh Hc' (gamma2_bound Hu2) He HP Hv Hrk Hs).
+    pose proof (Rmax_r (2 + (1 + u) * (Rabs k + 1)) ((1 + u) * (2 + (1 + u) * Rabs k))).
+    assert (eta0 * ((1 + u) * (2 + (1 + u) * Rabs k))
+            <= eta0 * Rmax (2 + (1 + u) * (Rabs k + 1)) ((1 + u) * (2 + (1 + u) * Rabs k)))
+      by (apply Rmult_le_compat_l; lra).
+    replace (eta0 * (1 + u) * (2 + (1 + u) * Rabs k)) with (eta0 * ((1 + u) * (2 + (1 + u) * Rabs k)))
+      in * by ring.
+    lra.
+Qed.
+
 (** ** The sequential recursion *)
 
 (** One token's data: α, the computed α̂, D, c, v, Λ, k. *)
@@ -263,11 +301,11 @@ Definition step_bound (s : mstep) (x e : R) : R :=
   let al := s_al s in let c := s_c s in let g2 := 2 * u / (1 - 2 * u) in
   let rho := Rabs (s_v s * s_L s * s_k s) in
   al * e + al * c * (Rabs x + e) + g2 * rho + u * (al * (1 + c) * (Rabs x + e) + (1 + g2) * rho)
-  + eta0 * (2 + (1 + u) * (Rabs (s_k s) + 1)).
+  + eta0 * cpp_underflow_count (s_k s).
 
 (** The step's hypotheses and the model at its four roundings. *)
 Definition step_ok (fl : R -> R) (s : mstep) (xh : R) : Prop :=
-  0 <= s_al s /\ 0 <= s_D s /\ u * (1 + (1 + u) * Rabs (s_k s)) <= 1 /\
+  0 <= s_al s /\ 0 <= s_D s /\
   exp (- (s_D s + 3 * eta u)) * s_al s <= s_alh s <= exp (s_D s + 3 * eta u) * s_al s /\
   exp (s_D s + 4 * eta u) - 1 <= s_c s /\
   prod_ok u eta0 fl (s_alh s * xh) /\ prod_ok u eta0 fl (s_v s * s_L s) /\
@@ -289,10 +327,10 @@ Fixpoint mean_ok (fl : R -> R) (xh : R) (l : list mstep) : Prop :=
 Lemma step_ok_bound : forall fl s x xh e, 2 * u < 1 -> step_ok fl s xh -> Rabs (xh - x) <= e ->
   Rabs (step_computed fl s xh - step_exact s x) <= step_bound s x e.
 Proof.
-  intros fl s x xh e Hu2 [Hal [HD [Hk [Halh [Hc [HP [Hv [Hrk Hs]]]]]]]] He.
+  intros fl s x xh e Hu2 [Hal [HD [Halh [Hc [HP [Hv [Hrk Hs]]]]]]] He.
   unfold step_computed, step_exact, step_bound.
-  exact (kla_mean_step fl (s_al s) (s_alh s) (s_D s) (s_c s) x xh e (s_v s) (s_L s) (s_k s)
-           Hal HD Hu2 Hk Halh Hc He HP Hv Hrk Hs).
+  exact (kla_mean_step_cpp fl (s_al s) (s_alh s) (s_D s) (s_c s) x xh e (s_v s) (s_L s) (s_k s)
+           Hal HD Hu2 Halh Hc He HP Hv Hrk Hs).
 Qed.
 
 (** The whole recursion (the C++ starts from e = 0 at the exact η₀): every token's η̂_t, by taking
