@@ -367,6 +367,22 @@ Proof.
   pose proof (Rabs_pos R). pose proof (Rabs_pos (Ah - A)). pose proof (Rabs_pos (Rh - R)). lra.
 Qed.
 
+(** A product of two computed values against the exact one: for 0 ≤ x ≤ X, |x̂ − x| ≤ dX, |y| ≤ Y,
+    |ŷ − y| ≤ dY, |x̂ŷ − xy| ≤ dX(Y + dY) + X dY (the compose's products, both of A and of R). *)
+Lemma product_error : forall x xh X dX y yh Y dY,
+  0 <= x <= X -> Rabs (xh - x) <= dX -> Rabs y <= Y -> Rabs (yh - y) <= dY ->
+  Rabs (xh * yh - x * y) <= dX * (Y + dY) + X * dY.
+Proof.
+  intros x xh X dX y yh Y dY Hx HdX HY HdY.
+  assert (Hyh : Rabs yh <= Y + dY).
+  { replace yh with ((yh - y) + y) by ring. eapply Rle_trans; [apply Rabs_triang|]. lra. }
+  replace (xh * yh - x * y) with ((xh - x) * yh + x * (yh - y)) by ring.
+  eapply Rle_trans; [apply Rabs_triang|]. rewrite !Rabs_mult, (Rabs_pos_eq x) by lra.
+  assert (Rabs (xh - x) * Rabs yh <= dX * (Y + dY)) by (apply Rmult_le_compat; try lra; apply Rabs_pos).
+  assert (x * Rabs (yh - y) <= X * dY) by (apply Rmult_le_compat; try lra; apply Rabs_pos).
+  lra.
+Qed.
+
 (** One compose N = compose(L, E) computed as Â_N = fl(Â_L Â_E), R̂_N = fl(fl(Â_L R̂_E) + R̂_L),
     against the exact (A_L A_E, A_L R_E + R_L). *)
 Theorem affine_compose_ok : forall fl fA bl be AL RL AhL RhL AE RE AhE RhE,
@@ -383,34 +399,16 @@ Proof.
   set (Rb := Rmax (b_A bl * b_Rabs be + b_Rabs bl)
                (if Req_EM_T (b_Rabs be) 0 then (if Req_EM_T (b_Rabs bl) 0 then 0 else fA) else fA)).
   assert (HRb : b_A bl * b_Rabs be + b_Rabs bl <= Rb) by apply Rmax_l.
-  assert (HAE : Rabs AhE <= b_A be + b_dA be).
-  { replace AhE with ((AhE - AE) + AE) by ring. eapply Rle_trans; [apply Rabs_triang|].
-    rewrite (Rabs_pos_eq AE HAe0). lra. }
-  assert (HRE : Rabs RhE <= b_Rabs be + b_dR be).
-  { replace RhE with ((RhE - RE) + RE) by ring. eapply Rle_trans; [apply Rabs_triang|]. lra. }
-  pose proof (Rabs_pos AhE). pose proof (Rabs_pos RhE). pose proof (Rabs_pos RE).
+  pose proof (Rabs_pos RE).
   (* the exact R_N and its size *)
   assert (HRN : Rabs (AL * RE + RL) <= b_A bl * b_Rabs be + b_Rabs bl).
   { eapply Rle_trans; [apply Rabs_triang|]. rewrite Rabs_mult, (Rabs_pos_eq AL HAl0).
     assert (AL * Rabs RE <= b_A bl * b_Rabs be) by (apply Rmult_le_compat; lra). lra. }
-  (* |Â_L Â_E − A_L A_E| ≤ dA_L(A_E + dA_E) + A_L dA_E *)
+  (* |Â_L Â_E − A_L A_E| ≤ dA_L(A_E + dA_E) + A_L dA_E, |Â_L R̂_E − A_L R_E| ≤ dA_L(R^abs_E + dR_E) + A_L dR_E *)
   assert (HPAe : Rabs (AhL * AhE - AL * AE) <= b_dA bl * (b_A be + b_dA be) + b_A bl * b_dA be).
-  { replace (AhL * AhE - AL * AE) with ((AhL - AL) * AhE + AL * (AhE - AE)) by ring.
-    eapply Rle_trans; [apply Rabs_triang|]. rewrite !Rabs_mult, (Rabs_pos_eq AL HAl0).
-    assert (Rabs (AhL - AL) * Rabs AhE <= b_dA bl * (b_A be + b_dA be))
-      by (apply Rmult_le_compat; try lra; apply Rabs_pos).
-    assert (AL * Rabs (AhE - AE) <= b_A bl * b_dA be)
-      by (apply Rmult_le_compat; try lra; apply Rabs_pos).
-    lra. }
-  (* |Â_L R̂_E − A_L R_E| ≤ dA_L(R^abs_E + dR_E) + A_L dR_E *)
-  assert (HPRe : Rabs (AhL * RhE - AL * RE) <= b_dA bl * (b_Rabs be + b_dR be) + b_A bl * b_dR be).
-  { replace (AhL * RhE - AL * RE) with ((AhL - AL) * RhE + AL * (RhE - RE)) by ring.
-    eapply Rle_trans; [apply Rabs_triang|]. rewrite !Rabs_mult, (Rabs_pos_eq AL HAl0).
-    assert (Rabs (AhL - AL) * Rabs RhE <= b_dA bl * (b_Rabs be + b_dR be))
-      by (apply Rmult_le_compat; try lra; apply Rabs_pos).
-    assert (AL * Rabs (RhE - RE) <= b_A bl * b_dR be)
-      by (apply Rmult_le_compat; try lra; apply Rabs_pos).
-    lra. }
+  { apply product_error; try lra. rewrite (Rabs_pos_eq AE HAe0). lra. }
+  assert (HPRe : Rabs (AhL * RhE - AL * RE) <= b_dA bl * (b_Rabs be + b_dR be) + b_A bl * b_dR be)
+    by (apply product_error; lra).
   assert (HALAE : AL * AE <= b_A bl * b_A be) by (apply Rmult_le_compat; lra).
   assert (HALRE : Rabs (AL * RE) <= b_A bl * b_Rabs be).
   { rewrite Rabs_mult, (Rabs_pos_eq AL HAl0). apply Rmult_le_compat; lra. }

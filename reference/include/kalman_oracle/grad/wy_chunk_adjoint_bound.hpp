@@ -24,8 +24,8 @@
 //       s <= t and again for every s <= j.
 // Each quantity keeps, entry by entry, the smaller of its running error and the bound here (both bound the
 // same error), so nothing is looser than before. Under tensor cores (operands rounded,
-// scalar/operand_rounding.hpp) the local runs count the operand roundings; with the minima the bound is
-// piecewise affine in u_op (check/tensor_core_budget.hpp says what that means for the tiers). Used with
+// scalar/operand_rounding.hpp) the local runs count the operand roundings; with the minima the bound is not
+// affine in u_op (check/tensor_core_budget.hpp says how the tiers' line is fitted to it). Used with
 // the norm-wise carry (normwise_chunk_bound_scope) on rules that erase, where the chunk carries its
 // inverse's residual; elsewhere, and for plain scalars, nothing changes. (b) and (c) are checked against
 // exact perturbations by properties/check_wy_adjoint_pair_bound.cpp, all of them against binary32 and
