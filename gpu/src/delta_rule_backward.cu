@@ -2,7 +2,7 @@
 // memory (backward, binary32)"), in five launches, the twin's (twin/delta_rule_backward_twin.hpp) in the same order:
 //   1. operands   (a block of 1024 threads a (batch row, value head, chunk)): the gates, A / r and σ,
 //                 𝒯, X, W, U, the carry keys and Γ ⊙ sq, into the chunk's record of the workspace;
-//   2. states     (a block of 512 a (batch row, value head, 16 value columns), the chunks in order):
+//   2. states     (a block of 512 a (sequence, value head, 16 value columns), the chunks in order):
 //                 S and Ũ;
 //   3. cotangents (the same blocks, the chunks in reverse): dS' and dŨ; d_initial_state;
 //   4. value sums (a block of 1024 a (batch row, value head, chunk), 16 value columns at a time
@@ -56,47 +56,80 @@ __device__ __forceinline__ void for_each(int count, F&& f) {
   for (int e = static_cast<int>(threadIdx.x); e < count; e += Threads) f(e);
 }
 
-/// The inputs of one (batch row, value head), widened (the twin's delta_rule_reader).
+/// The inputs of one (sequence, value head), widened (the twin's delta_rule_reader): token t of the
+/// sequence, in batch row b from token t0; its initial state s.
 template <class In>
 struct device_reader {
   const delta_rule_problem& p;
-  long long b, h;
+  int b, t0, s, h;  // each below 2^31 (B, T, N, HV are ints): 32-bit, to spare registers in launches 1, 4, 5
+  __device__ device_reader(const delta_rule_problem& problem, const delta_rule_sequence& sequence, long long head)
+      : p(problem),
+        b(static_cast<int>(sequence.batch_row)),
+        t0(static_cast<int>(sequence.first_token)),
+        s(static_cast<int>(sequence.state)),
+        h(static_cast<int>(head)) {}
+  /// Token t read as token first_token + t of batch row batch_row (a chunk's reader: t within the chunk).
+  __device__ device_reader(const delta_rule_problem& problem, int batch_row, int first_token, int state, long long head)
+      : p(problem), b(batch_row), t0(first_token), s(state), h(static_cast<int>(head)) {}
   __device__ float k(long long t, long long i) const {
-    return load_widened<In>(p.k, offset_of(p.k, b, t, h / p.key_head_group, i));
+    return load_widened<In>(p.k, offset_of(p.k, b, t0 + t, h / p.key_head_group, i));
   }
   __device__ float q(long long t, long long i) const {
-    return load_widened<In>(p.q, offset_of(p.q, b, t, h / p.key_head_group, i));
+    return load_widened<In>(p.q, offset_of(p.q, b, t0 + t, h / p.key_head_group, i));
   }
-  __device__ float v(long long t, long long j) const { return load_widened<In>(p.v, offset_of(p.v, b, t, h, j)); }
+  __device__ float v(long long t, long long j) const { return load_widened<In>(p.v, offset_of(p.v, b, t0 + t, h, j)); }
   __device__ float w(long long t, long long i) const {
-    return p.rule == delta_rule_kind::two_key ? load_widened<In>(p.kappa, offset_of(p.kappa, b, t, h, i)) : k(t, i);
+    return p.rule == delta_rule_kind::two_key ? load_widened<In>(p.kappa, offset_of(p.kappa, b, t0 + t, h, i))
+                                              : k(t, i);
   }
   __device__ float beta(long long t) const {
-    return p.rule == delta_rule_kind::beta_form ? load_widened<In>(p.beta, offset_of(p.beta, b, t, h)) : 1.0f;
+    return p.rule == delta_rule_kind::beta_form ? load_widened<In>(p.beta, offset_of(p.beta, b, t0 + t, h)) : 1.0f;
   }
   __device__ float g(long long t, long long i) const {
     switch (p.gate) {
       case delta_rule_gate::none: return 0.0f;
-      case delta_rule_gate::per_head: return load_widened<In>(p.g, offset_of(p.g, b, t, h));
-      case delta_rule_gate::per_channel: return load_widened<In>(p.g, offset_of(p.g, b, t, h, i));
+      case delta_rule_gate::per_head: return load_widened<In>(p.g, offset_of(p.g, b, t0 + t, h));
+      case delta_rule_gate::per_channel: return load_widened<In>(p.g, offset_of(p.g, b, t0 + t, h, i));
     }
     return 0.0f;
   }
   __device__ float initial(long long i, long long j) const {
-    return p.initial_state.data ? load_widened<In>(p.initial_state, offset_of(p.initial_state, b, h, i, j)) : 0.0f;
+    return p.initial_state.data ? load_widened<In>(p.initial_state, offset_of(p.initial_state, s, h, i, j)) : 0.0f;
   }
 };
 
+/// The records: one per (value head h, chunk g of the problem's NC, sequence by sequence: the chunk map
+/// of delta_rule_sequences.hpp), at h·NC + g.
 struct launch_args {
   delta_rule_backward_problem bp;
   backward_record rec;
-  int chunks;
+  delta_rule_chunk_map map;
   float* ws;
-  __device__ float* record(long long b, long long h, int c) const {
-    return ws + ((b * bp.forward.heads + h) * chunks + c) * static_cast<long long>(rec.size());
+  __device__ float* record(long long h, long long g) const {
+    return ws + (h * map.total_chunks + g) * static_cast<long long>(rec.size());
   }
-  __device__ int tokens_of(int c) const { return min(C, bp.forward.tokens - c * C); }
+  /// The tokens of sequence s's chunk c.
+  __device__ int tokens_of(const delta_rule_sequence& s, int c) const { return min(C, s.tokens - c * C); }
+  /// The flattened token row of sequence s's token 0 in the [B, T, …] tensors (the twin's first_row).
+  __device__ long long first_row(const delta_rule_sequence& s) const {
+    return s.batch_row * bp.forward.tokens + s.first_token;
+  }
 };
+
+/// Where chunk g's tokens are, for launches 1, 4 and 5 (a block a chunk): its batch row, the row's token
+/// that is the chunk's token 0, and its number of tokens (each below 2^31: B and T are ints). Out of line,
+/// so that the chunk map's search holds no registers in those launches, which run at the 64-register cap
+/// of 1024 threads: the first varlen build, with the search inlined and each load at the sequence's token
+/// c·C + t, spilled 156 bytes in launch 5 (8 before) and took 11% longer there (docs/kernels.md,
+/// "Variable-length batches").
+struct chunk_origin {
+  int batch_row, first_token, tokens;
+};
+__device__ __noinline__ chunk_origin origin_of_chunk(const delta_rule_chunk_map map, int g) {
+  const delta_rule_sequence s = map.sequence(map.sequence_of_chunk(g));
+  const int c = static_cast<int>(g - s.first_chunk);
+  return {static_cast<int>(s.batch_row), static_cast<int>(s.first_token) + c * C, min(C, s.tokens - c * C)};
+}
 
 /// count terms fma(±x[k·xs], y[k·ys], acc), k rising (negate: −x, an exact negation).
 struct fma_run {
@@ -166,25 +199,30 @@ template <class In>
 __global__ void __launch_bounds__(operands_threads) operands_kernel(const launch_args a) {
   extern __shared__ float shared[];
   const delta_rule_problem& p = a.bp.forward;
-  const int c = blockIdx.x, K = a.rec.K, V = a.rec.V, n = a.tokens_of(c), L = n - 1, c0 = c * C, KP = padded(K);
-  const long long h = blockIdx.y, b = blockIdx.z;
-  const device_reader<In> in{p, b, h};
+  const int chunk_g = blockIdx.x;  // NC < 2^31: T < 2^31 tokens
+  const long long h = blockIdx.y;
+  // The chunk's reader: its token t is token t0 + t of batch row b (fewer values live than a sequence's
+  // reader asked for the chunk's offset plus t).
+  const chunk_origin origin = origin_of_chunk(a.map, chunk_g);
+  const int K = a.rec.K, V = a.rec.V, n = origin.tokens, L = n - 1, KP = padded(K), b = origin.batch_row,
+            t0 = origin.first_token;
+  const device_reader<In> in(p, b, t0, 0, h);  // (no state read here)
   const bool erases = p.rule != delta_rule_kind::gla, decays = p.gate != delta_rule_gate::none;
   float *e = shared, *w = e + C * KP, *sq = w + C * KP, *G = sq + C * KP, *gam = G + C * KP, *gin = gam + C * KP,
         *Tm = shared + operands_region(K, V), *dot = Tm + C * C, *r = dot + C * C;
-  float* ws = a.record(b, h, c);
+  float* ws = a.record(h, chunk_g);
   const backward_record& rec = a.rec;
-  for_each<operands_threads>(n, [&](int t) { r[t] = in.beta(c0 + t); });
+  for_each<operands_threads>(n, [&](int t) { r[t] = in.beta(t); });
   for_each<operands_threads>(n * K, [&](int x) {
     const int t = x / K, i = x % K;
-    e[t * KP + i] = in.k(c0 + t, i);
-    w[t * KP + i] = in.w(c0 + t, i);
-    sq[t * KP + i] = mul_rn(p.tau, in.q(c0 + t, i));
+    e[t * KP + i] = in.k(t, i);
+    w[t * KP + i] = in.w(t, i);
+    sq[t * KP + i] = mul_rn(p.tau, in.q(t, i));
   });
   // The gates: loaded by the whole block into G's place (coalesced), then summed one thread a channel in
   // token order, each G_t overwriting the gate it has just read.
   if (decays) {
-    for_each<operands_threads>(n * K, [&](int x) { G[(x / K) * KP + x % K] = in.g(c0 + x / K, x % K); });
+    for_each<operands_threads>(n * K, [&](int x) { G[(x / K) * KP + x % K] = in.g(x / K, x % K); });
     __syncthreads();
   }
   bool strong_here = false;
@@ -249,7 +287,7 @@ __global__ void __launch_bounds__(operands_threads) operands_kernel(const launch
       run_of<terms::through_row>({Tm, C, 1}, {e, 1, KP}, n));
   __syncthreads();  // X read: Y = r v goes over it
   float* Y = shared;
-  for_each<operands_threads>(n * V, [&](int x) { Y[x] = mul_rn(r[x / V], in.v(c0 + x / V, x % V)); });
+  for_each<operands_threads>(n * V, [&](int x) { Y[x] = mul_rn(r[x / V], in.v(x / V, x % V)); });
   __syncthreads();
   // U = 𝒯Y.
   tiled_sums<2, 4, operands_threads>(
@@ -263,15 +301,16 @@ __global__ void __launch_bounds__(state_threads) states_kernel(const launch_args
   extern __shared__ float shared[];
   const delta_rule_problem& p = a.bp.forward;
   const int K = a.rec.K, V = a.rec.V, j0 = blockIdx.x * columns, KP = padded(K);
-  const long long h = blockIdx.y, b = blockIdx.z;
-  const device_reader<In> in{p, b, h};
+  const long long h = blockIdx.y;
+  const delta_rule_sequence s = a.map.sequence(blockIdx.z);
+  const device_reader<In> in(p, s, h);
   const bool erases = p.rule != delta_rule_kind::gla;
   const backward_record& rec = a.rec;
   float *S = shared, *W = S + K * columns, *carry = W + C * KP, *Ut = carry + C * KP, *last = Ut + C * columns;
   for_each<state_threads>(K * columns, [&](int x) { S[x] = in.initial(x / columns, j0 + x % columns); });
-  for (int c = 0; c < a.chunks; ++c) {
-    float* ws = a.record(b, h, c);
-    const int n = a.tokens_of(c);
+  for (int c = 0; c < s.chunks; ++c) {
+    float* ws = a.record(h, s.first_chunk + c);
+    const int n = a.tokens_of(s, c);
     __syncthreads();  // S final for this chunk; the previous chunk's operands read
     for_each<state_threads>(K * columns, [&](int x) { ws[rec.S() + (x / columns) * V + j0 + x % columns] = S[x]; });
     // The chunk's operands by cp.async, all in flight at once (rows padded: a warp's threads read
@@ -311,7 +350,9 @@ __global__ void __launch_bounds__(state_threads) cotangents_kernel(const launch_
   const delta_rule_backward_problem& bp = a.bp;
   const delta_rule_problem& p = bp.forward;
   const int K = a.rec.K, V = a.rec.V, j0 = blockIdx.x * columns, KP = padded(K);
-  const long long h = blockIdx.y, b = blockIdx.z;
+  const long long h = blockIdx.y;
+  const delta_rule_sequence s = a.map.sequence(blockIdx.z);
+  const long long b = s.state, row0 = a.first_row(s);  // b: the sequence's states
   const bool erases = p.rule != delta_rule_kind::gla;
   const backward_record& rec = a.rec;
   // keys: the carry keys for dŨ, then W for dS (two C × K regions, not three: two blocks an SM).
@@ -320,9 +361,9 @@ __global__ void __launch_bounds__(state_threads) cotangents_kernel(const launch_
   for_each<state_threads>(K * columns, [&](int x) {
     D[x] = bp.d_final_state ? bp.d_final_state[((b * p.heads + h) * K + x / columns) * V + j0 + x % columns] : 0.0f;
   });
-  for (int c = a.chunks - 1; c >= 0; --c) {
-    float* ws = a.record(b, h, c);
-    const int n = a.tokens_of(c), c0 = c * C;
+  for (int c = s.chunks - 1; c >= 0; --c) {
+    float* ws = a.record(h, s.first_chunk + c);
+    const int n = a.tokens_of(s, c), c0 = c * C;
     __syncthreads();  // dS' final; the previous chunk's operands read
     for_each<state_threads>(K * columns, [&](int x) { ws[rec.D() + (x / columns) * V + j0 + x % columns] = D[x]; });
     // The chunk's operands by cp.async (rows padded: a warp's threads read several rows).
@@ -333,7 +374,7 @@ __global__ void __launch_bounds__(state_threads) cotangents_kernel(const launch_
     });
     for_each<state_threads>(n * C, [&](int x) { copy_async(sigma + x, ws + rec.sigma() + x); });
     for_each<state_threads>(n * columns, [&](int x) {
-      const long long at = ((b * p.tokens + c0 + x / columns) * p.heads + h) * V + j0 + x % columns;
+      const long long at = ((row0 + c0 + x / columns) * p.heads + h) * V + j0 + x % columns;
       if (bp.d_o)
         copy_async(d_o + x, bp.d_o + at);
       else
@@ -388,20 +429,22 @@ __global__ void __launch_bounds__(value_sums_threads) value_sums_kernel(const la
   extern __shared__ float shared[];
   const delta_rule_backward_problem& bp = a.bp;
   const delta_rule_problem& p = bp.forward;
-  const int c = blockIdx.x, K = a.rec.K, V = a.rec.V, n = a.tokens_of(c), c0 = c * C, KP = padded(K), CP = padded(C),
-            TP = padded(columns);
-  const long long h = blockIdx.y, b = blockIdx.z;
-  const device_reader<In> in{p, b, h};
+  const int chunk_g = blockIdx.x;  // NC < 2^31: T < 2^31 tokens
+  const long long h = blockIdx.y;
+  const chunk_origin origin = origin_of_chunk(a.map, chunk_g);  // as launch 1
+  const int K = a.rec.K, V = a.rec.V, n = origin.tokens, KP = padded(K), CP = padded(C), TP = padded(columns),
+            b = origin.batch_row, t0 = origin.first_token;
+  const device_reader<In> in(p, b, t0, 0, h);
   const bool erases = p.rule != delta_rule_kind::gla;
   const backward_record& rec = a.rec;
-  float* ws = a.record(b, h, c);
+  float* ws = a.record(h, chunk_g);
   float *Tm = shared, *dsigma = Tm + C * CP, *dTm = dsigma + C * C, *M = dTm + C * C, *dc = M + C * C, *da = dc + K * C,
         *dW = da + K * C, *R = dW + C * K, *drY = R + K, *r = drY + C, *stage = r + C;
   float *S = stage, *D = S + K * TP, *Ut = D + K * TP, *dUt = Ut + C * TP, *d_o = dUt + C * TP, *v = d_o + C * TP,
         *Y = v + C * TP, *dY = Y + C * TP;
   for_each<value_sums_threads>(n * n, [&](int x) { Tm[(x / n) * CP + x % n] = ws[rec.Tm() + (x / n) * C + x % n]; });
   for_each<value_sums_threads>(n, [&](int t) {
-    r[t] = in.beta(c0 + t);
+    r[t] = in.beta(t);
     drY[t] = 0.0f;
   });
   for_each<value_sums_threads>(K, [&](int i) { R[i] = 0.0f; });
@@ -419,8 +462,8 @@ __global__ void __launch_bounds__(value_sums_threads) value_sums_kernel(const la
       const int t = x / columns, j = x % columns, at = t * TP + j;
       Ut[at] = ws[rec.Ut() + t * V + j0 + j];
       dUt[at] = ws[rec.dUt() + t * V + j0 + j];
-      d_o[at] = bp.d_o ? bp.d_o[((b * p.tokens + c0 + t) * p.heads + h) * V + j0 + j] : 0.0f;
-      v[at] = in.v(c0 + t, j0 + j);
+      d_o[at] = bp.d_o ? bp.d_o[((static_cast<long long>(b) * p.tokens + t0 + t) * p.heads + h) * V + j0 + j] : 0.0f;
+      v[at] = in.v(t, j0 + j);
       Y[at] = mul_rn(r[t], v[at]);
     });
     __syncthreads();
@@ -455,7 +498,7 @@ __global__ void __launch_bounds__(value_sums_threads) value_sums_kernel(const la
         n, columns, [](int, int) { return 0.0f; },
         [&](int t, int j, float acc) {
           dY[t * TP + j] = acc;
-          bp.dv[((b * p.tokens + c0 + t) * p.heads + h) * V + j0 + j] = mul_rn(r[t], acc);
+          bp.dv[((static_cast<long long>(b) * p.tokens + t0 + t) * p.heads + h) * V + j0 + j] = mul_rn(r[t], acc);
         },
         run_of<terms::from_row>({Tm, 1, CP}, {dUt, 1, TP}, n));
     __syncthreads();
@@ -521,8 +564,11 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
   extern __shared__ float shared[];
   const delta_rule_backward_problem& bp = a.bp;
   const delta_rule_problem& p = bp.forward;
-  const int c = blockIdx.x, K = a.rec.K, n = a.tokens_of(c), c0 = c * C, group = p.key_head_group, H = p.heads / group;
-  const long long key_head = blockIdx.y, b = blockIdx.z;
+  const int chunk_g = blockIdx.x;  // NC < 2^31: T < 2^31 tokens
+  const long long key_head = blockIdx.y;
+  const chunk_origin origin = origin_of_chunk(a.map, chunk_g);  // as launch 1
+  const int K = a.rec.K, n = origin.tokens, group = p.key_head_group, H = p.heads / group, b = origin.batch_row,
+            t0 = origin.first_token;
   const bool erases = p.rule != delta_rule_kind::gla, decays = p.gate != delta_rule_gate::none;
   const backward_record& rec = a.rec;
   // The decay prefixes' pair terms read their channel's values along the tokens j, which in the slice's
@@ -539,8 +585,8 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
         *along = prefix + prefix_channels * C * CP;
   for (int u = 0; u < group; ++u) {
     const long long h = key_head * group + u;
-    const device_reader<In> in{p, b, h};
-    const float* ws = a.record(b, h, c);
+    const device_reader<In> in(p, b, t0, 0, h);  // (no state read here)
+    const float* ws = a.record(h, chunk_g);
     const bool strong = ws[rec.strong()] != 0.0f;
     __syncthreads();                                // the previous head's pairs read
     for_each<channels_threads>(C * C, [&](int x) {  // indices over C, a constant: shifts, not divisions by n
@@ -550,7 +596,7 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
       }
     });
     for_each<channels_threads>(n, [&](int t) {
-      r[t] = in.beta(c0 + t);
+      r[t] = in.beta(t);
       head_sum[t] = 0.0f;
       beta_sum[t] = ws[rec.dr() + t];
     });
@@ -559,9 +605,9 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
       __syncthreads();  // the previous slice read
       for_each<channels_threads>(n * columns, [&](int x) {
         const int t = x / columns, il = x % columns, i = i0 + il;
-        e[x] = in.k(c0 + t, i);
-        w[x] = in.w(c0 + t, i);
-        sq[x] = mul_rn(p.tau, in.q(c0 + t, i));
+        e[x] = in.k(t, i);
+        w[x] = in.w(t, i);
+        sq[x] = mul_rn(p.tau, in.q(t, i));
         gam[x] = ws[rec.gam() + t * K + i];
         gin[x] = ws[rec.gin() + t * K + i];
         G[x] = ws[rec.G() + t * K + i];
@@ -585,7 +631,7 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
         const int t = x / columns, il = x % columns, i = i0 + il;
         const channel_inputs ch = channel_of(il);
         const channel_token_gradient g = channel_token(ch, pairs, t, n, erases, decays, strong);
-        const long long at = ((b * p.tokens + c0 + t) * p.heads + h) * K + i;
+        const long long at = ((static_cast<long long>(b) * p.tokens + t0 + t) * p.heads + h) * K + i;
         const float dk_h = key_gradient(p.rule, g);
         if (p.rule == delta_rule_kind::two_key) bp.dkappa[at] = g.dw;
         const int acc = t * K + i;
@@ -632,7 +678,7 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
       if (decays && p.gate == delta_rule_gate::per_channel)
         for_each<channels_threads>(n * columns, [&](int x) {
           const int t = x / columns, il = x % columns;
-          bp.dg[((b * p.tokens + c0 + t) * p.heads + h) * K + i0 + il] = dG[x];
+          bp.dg[((static_cast<long long>(b) * p.tokens + t0 + t) * p.heads + h) * K + i0 + il] = dG[x];
         });
       for_each<channels_threads>(n, [&](int t) {
         for (int il = 0; il < columns; ++il) {
@@ -642,7 +688,7 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
       });
     }
     for_each<channels_threads>(n, [&](int t) {
-      const long long row = (b * p.tokens + c0 + t) * p.heads + h;
+      const long long row = (static_cast<long long>(b) * p.tokens + t0 + t) * p.heads + h;
       if (p.gate == delta_rule_gate::per_head) bp.dg[row] = head_sum[t];
       if (p.rule == delta_rule_kind::beta_form) bp.dbeta[row] = beta_sum[t];
     });
@@ -650,7 +696,7 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
   __syncthreads();
   for_each<channels_threads>(n * K, [&](int x) {
     const int t = x / K, i = x % K;
-    const long long at = ((b * p.tokens + c0 + t) * H + key_head) * K + i;
+    const long long at = ((static_cast<long long>(b) * p.tokens + t0 + t) * H + key_head) * K + i;
     bp.dk[at] = dk[x];
     bp.dq[at] = dq[x];
   });
@@ -666,9 +712,21 @@ template <class In>
 void launch(const delta_rule_backward_problem& bp, float* workspace, const bool (&which)[5]) {
   const delta_rule_problem& p = bp.forward;
   const auto stream = static_cast<cudaStream_t>(p.stream);
-  const int K = p.key_dim, V = p.value_dim, chunks = (p.tokens + C - 1) / C;
-  const launch_args a{bp, delta_rule_backward_record(p), chunks, workspace};
-  const unsigned B = static_cast<unsigned>(p.batch), HV = static_cast<unsigned>(p.heads),
+  const int K = p.key_dim, V = p.value_dim;
+  const backward_record rec = delta_rule_backward_record(p);
+  // The chunk map's table (cu_seqlens only) after the records, copied in from pageable memory (the call
+  // returns once it is staged, so the vector may go).
+  const std::vector<delta_rule_sequence_start> starts = delta_rule_sequence_starts(p);
+  const long long chunks = delta_rule_chunks(p, starts, nullptr).total_chunks;
+  auto* table = starts.empty() ? nullptr
+                               : reinterpret_cast<delta_rule_sequence_start*>(
+                                     workspace + chunks * p.heads * static_cast<long long>(rec.size()));
+  if (table != nullptr)
+    check_cuda(cudaMemcpyAsync(table, starts.data(), starts.size() * sizeof(delta_rule_sequence_start),
+                               cudaMemcpyHostToDevice, stream),
+               "cudaMemcpyAsync(chunk map)");
+  const launch_args a{bp, rec, delta_rule_chunks(p, starts, table), workspace};
+  const unsigned N = static_cast<unsigned>(a.map.sequences), HV = static_cast<unsigned>(p.heads),
                  H = HV / static_cast<unsigned>(p.key_head_group);
   constexpr std::size_t f = sizeof(float);
   const std::size_t operands = f * (operands_region(K, V) + 2 * C * C + C),
@@ -682,7 +740,7 @@ void launch(const delta_rule_backward_problem& bp, float* workspace, const bool 
   allow_shared(cotangents_kernel, cotangents, "cudaFuncSetAttribute(cotangents_kernel)");
   allow_shared(value_sums_kernel<In>, value_sums, "cudaFuncSetAttribute(value_sums_kernel)");
   allow_shared(channels_kernel<In>, channels, "cudaFuncSetAttribute(channels_kernel)");
-  const dim3 per_chunk(static_cast<unsigned>(chunks), HV, B), per_columns(static_cast<unsigned>(V / columns), HV, B);
+  const dim3 per_chunk(static_cast<unsigned>(chunks), HV, 1), per_columns(static_cast<unsigned>(V / columns), HV, N);
   if (which[0] && chunks > 0) operands_kernel<In><<<per_chunk, operands_threads, operands, stream>>>(a);
   check_cuda(cudaGetLastError(), "operands_kernel");
   if (which[1]) states_kernel<In><<<per_columns, state_threads, states, stream>>>(a);
@@ -692,7 +750,7 @@ void launch(const delta_rule_backward_problem& bp, float* workspace, const bool 
   if (which[3] && chunks > 0) value_sums_kernel<In><<<per_chunk, value_sums_threads, value_sums, stream>>>(a);
   check_cuda(cudaGetLastError(), "value_sums_kernel");
   if (which[4] && chunks > 0)
-    channels_kernel<In><<<dim3(static_cast<unsigned>(chunks), H, B), channels_threads, channels, stream>>>(a);
+    channels_kernel<In><<<dim3(static_cast<unsigned>(chunks), H, 1), channels_threads, channels, stream>>>(a);
   check_cuda(cudaGetLastError(), "channels_kernel");
 }
 
@@ -732,7 +790,7 @@ void delta_rule_backward_host(const delta_rule_backward_problem& host) {
   delta_rule_backward_check(host);
   const delta_rule_problem& hp = host.forward;
   const long long B = hp.batch, T = hp.tokens, HV = hp.heads, K = hp.key_dim, V = hp.value_dim,
-                  H = HV / hp.key_head_group;
+                  H = HV / hp.key_head_group, N = hp.cu_seqlens ? hp.sequences : B;
   device_arena arena;
   delta_rule_backward_problem device = host;
   delta_rule_problem& p = device.forward;
@@ -743,10 +801,10 @@ void delta_rule_backward_host(const delta_rule_backward_problem& host) {
   p.kappa = arena.upload(hp.kappa, {B, T, HV, K}, hp.dtype);
   p.g = hp.gate == delta_rule_gate::per_channel ? arena.upload(hp.g, {B, T, HV, K}, hp.dtype)
                                                 : arena.upload(hp.g, {B, T, HV}, hp.dtype);
-  p.initial_state = arena.upload(hp.initial_state, {B, HV, K, V}, hp.dtype);
+  p.initial_state = arena.upload(hp.initial_state, {N, HV, K, V}, hp.dtype);
   p.o = p.final_state = nullptr;
   device.d_o = arena.upload(host.d_o, B * T * HV * V);
-  device.d_final_state = arena.upload(host.d_final_state, B * HV * K * V);
+  device.d_final_state = arena.upload(host.d_final_state, N * HV * K * V);
   const auto out = [&](float* x, long long count) { return x ? arena.poisoned(count) : nullptr; };
   const long long G = hp.gate == delta_rule_gate::per_channel ? K : 1;
   device.dq = out(host.dq, B * T * H * K);
@@ -755,7 +813,7 @@ void delta_rule_backward_host(const delta_rule_backward_problem& host) {
   device.dbeta = out(host.dbeta, B * T * HV);
   device.dkappa = out(host.dkappa, B * T * HV * K);
   device.dg = out(host.dg, B * T * HV * G);
-  device.d_initial_state = out(host.d_initial_state, B * HV * K * V);
+  device.d_initial_state = out(host.d_initial_state, N * HV * K * V);
   // The workspace poisoned too: a launch that reads what an earlier one failed to write reads NaN.
   device.workspace = arena.poisoned(static_cast<long long>((delta_rule_backward_workspace_bytes(host) + 3) / 4));
   delta_rule_backward_device(device);
@@ -769,7 +827,7 @@ void delta_rule_backward_host(const delta_rule_backward_problem& host) {
   back(host.dbeta, device.dbeta, B * T * HV);
   back(host.dkappa, device.dkappa, B * T * HV * K);
   back(host.dg, device.dg, B * T * HV * G);
-  back(host.d_initial_state, device.d_initial_state, B * HV * K * V);
+  back(host.d_initial_state, device.d_initial_state, N * HV * K * V);
 }
 
 }  // namespace kalman_oracle::gpu

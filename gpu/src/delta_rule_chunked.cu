@@ -32,6 +32,7 @@
 #include "cuda_check.hpp"
 #include "device_arena.hpp"
 #include "kalman_oracle/gpu/delta_rule_chunked.hpp"
+#include "kalman_oracle/gpu/delta_rule_sequences.hpp"
 #include "kalman_oracle/gpu/models/delta_rule_chunk.cuh"
 #include "kalman_oracle/gpu/warp_mma.cuh"
 
@@ -163,21 +164,22 @@ __device__ __forceinline__ void load_eight(const strided_input& x, long long off
   for (int u = 0; u < 8; ++u) out[u] = load_widened<In>(x, offset + u * step);
 }
 
-/// The inputs of one (batch row, value head), each element's offset from a base computed once (the
-/// key head h / key_head_group included).
+/// The inputs of one (sequence, value head), each element's offset from a base computed once (the
+/// key head h / key_head_group and the sequence's first token included): token t is the sequence's.
 template <class In>
 struct reader {
   const delta_rule_problem& p;
   long long k_base, q_base, v_base, kappa_base, beta_base, g_base, initial_base;
-  __device__ reader(const delta_rule_problem& problem, long long batch_row, long long head) : p(problem) {
-    const long long b = batch_row, h = head, key_head = h / p.key_head_group;
-    k_base = offset_of(p.k, b, 0, key_head);
-    q_base = offset_of(p.q, b, 0, key_head);
-    v_base = offset_of(p.v, b, 0, h);
-    kappa_base = offset_of(p.kappa, b, 0, h);
-    beta_base = offset_of(p.beta, b, 0, h);
-    g_base = offset_of(p.g, b, 0, h);
-    initial_base = offset_of(p.initial_state, b, h, 0);
+  __device__ reader(const delta_rule_problem& problem, const delta_rule_sequence& sequence, long long head)
+      : p(problem) {
+    const long long b = sequence.batch_row, t0 = sequence.first_token, h = head, key_head = h / p.key_head_group;
+    k_base = offset_of(p.k, b, t0, key_head);
+    q_base = offset_of(p.q, b, t0, key_head);
+    v_base = offset_of(p.v, b, t0, h);
+    kappa_base = offset_of(p.kappa, b, t0, h);
+    beta_base = offset_of(p.beta, b, t0, h);
+    g_base = offset_of(p.g, b, t0, h);
+    initial_base = offset_of(p.initial_state, sequence.state, h, 0);
   }
   __device__ float k(int t, int i) const {
     return load_widened<In>(p.k, k_base + t * p.k.stride[1] + i * p.k.stride[3]);
@@ -234,17 +236,20 @@ constexpr int pad_bf16 = 8, pad_f32 = 4;
 /// A and the scores (binary32, C x C) and 𝒯 (bfloat16) in the prepare launch.
 constexpr int ld_scores = chunk + pad_f32, ld_inverse = chunk + pad_bf16;
 
-/// The workspace, per (batch row b, value head h, chunk c), at index hc = (b·HV + h)·NT + c; rows
-/// past the chunk's last token are zero:
+/// The workspace, per (value head h, chunk g of the problem's NC: delta_rule_chunk_map, sequence by
+/// sequence), at index hc = h·NC + g, so that a sequence's chunks are consecutive; rows past the chunk's
+/// last token are zero:
 ///   W [C, K] bf16: bf(𝒯X);  TY [C, V] binary32: 𝒯Y (GLA: v);  carry_keys [C, K] bf16:
 ///   bf(w ⊙ Γ_last Γ⁻¹);  last [K] binary32: Γ_last;  Q [C, K] bf16: bf(Γτq);  P [C, C] bf16: the
 ///   scores bf((Γτq)(Γ⁻¹w)ᵀ), causal;  U [V, C] bf16: bf(Ũ)ᵀ;  S [V, K] bf16: bf(chunk-start S)ᵀ
-///   (transposed: the state launch holds Sᵀ and Ũᵀ in registers, and stores them as it holds them).
+///   (transposed: the state launch holds Sᵀ and Ũᵀ in registers, and stores them as it holds them);
+/// with cu_seqlens, the chunk map's table last (N + 1 delta_rule_sequence_start).
 struct workspace_layout {
-  long long chunks = 0, W = 0, TY = 0, carry_keys = 0, last = 0, Q = 0, P = 0, U = 0, S = 0, total = 0;
-  explicit workspace_layout(const delta_rule_problem& p) {
-    chunks = (p.tokens + chunk - 1) / chunk;
-    const long long R = static_cast<long long>(p.batch) * p.heads * chunks, K = p.key_dim, V = p.value_dim;
+  std::vector<delta_rule_sequence_start> host_starts;  // delta_rule_sequence_starts(p)
+  long long chunks = 0, W = 0, TY = 0, carry_keys = 0, last = 0, Q = 0, P = 0, U = 0, S = 0, starts = 0, total = 0;
+  explicit workspace_layout(const delta_rule_problem& p) : host_starts(delta_rule_sequence_starts(p)) {
+    chunks = delta_rule_chunks(p, host_starts, nullptr).total_chunks;
+    const long long R = static_cast<long long>(p.heads) * chunks, K = p.key_dim, V = p.value_dim;
     carver<256, long long> c;
     W = c.take(R * chunk * K * 2);
     TY = c.take(R * chunk * V * 4);
@@ -254,6 +259,7 @@ struct workspace_layout {
     P = c.take(R * chunk * chunk * 2);
     U = c.take(R * chunk * V * 2);
     S = c.take(R * K * V * 2);
+    starts = c.take(static_cast<long long>(host_starts.size() * sizeof(delta_rule_sequence_start)));
     total = c.at;
   }
 };
@@ -267,6 +273,7 @@ struct workspace_views {
   bf16_t* P;
   bf16_t* U;
   bf16_t* S;
+  delta_rule_sequence_start* starts;  // null without cu_seqlens
   workspace_views(const workspace_layout& L, void* base) {
     auto* bytes = static_cast<unsigned char*>(base);
     W = reinterpret_cast<bf16_t*>(bytes + L.W);
@@ -277,6 +284,22 @@ struct workspace_views {
     P = reinterpret_cast<bf16_t*>(bytes + L.P);
     U = reinterpret_cast<bf16_t*>(bytes + L.U);
     S = reinterpret_cast<bf16_t*>(bytes + L.S);
+    starts = L.host_starts.empty() ? nullptr : reinterpret_cast<delta_rule_sequence_start*>(bytes + L.starts);
+  }
+};
+
+/// Chunk hc's place (hc = h·NC + g, above): its value head, its sequence, its first token in the
+/// sequence and its number of tokens.
+struct chunk_place {
+  long long h = 0, hc = 0;
+  delta_rule_sequence sequence;
+  int c0 = 0, n = 0;
+  __device__ chunk_place(const delta_rule_chunk_map& map, long long chunk_index) : hc(chunk_index) {
+    h = hc / map.total_chunks;
+    const long long g = hc % map.total_chunks;
+    sequence = map.sequence(map.sequence_of_chunk(g));
+    c0 = static_cast<int>(g - sequence.first_chunk) * chunk;
+    n = sequence.tokens - c0 < chunk ? sequence.tokens - c0 : chunk;
   }
 };
 
@@ -438,14 +461,15 @@ __device__ __forceinline__ void strongly_decaying_pairs(const reader<In>& in, co
 
 template <class In, int KD, int VD>
 __global__ void __launch_bounds__(prepare_threads, 2)
-    delta_rule_prepare_kernel(const delta_rule_problem p, const workspace_views ws, const int chunks) {
+    delta_rule_prepare_kernel(const delta_rule_problem p, const workspace_views ws, const delta_rule_chunk_map map) {
   extern __shared__ __align__(128) unsigned char smem[];
   KALMAN_ORACLE_PREPARE_MARK(0);
   const int K = known_or(KD, p.key_dim), V = known_or(VD, p.value_dim), tid = threadIdx.x, ldk = K + pad_bf16,
             ldg = K + pad_f32;
-  const long long hc = blockIdx.x, bh = hc / chunks;
-  const int c0 = static_cast<int>(hc % chunks) * chunk, n = p.tokens - c0 < chunk ? p.tokens - c0 : chunk;
-  const reader<In> in(p, bh / p.heads, bh % p.heads);
+  const chunk_place place(map, blockIdx.x);
+  const long long hc = place.hc;
+  const int c0 = place.c0, n = place.n;
+  const reader<In> in(p, place.sequence, place.h);
   const bool erases = p.rule != delta_rule_kind::gla;
   const prepare_shared L(K);
   float* scratch = reinterpret_cast<float*>(smem + L.scratch);
@@ -738,7 +762,7 @@ __device__ __forceinline__ void fetch_chunk_operands(const workspace_views& ws, 
   __pipeline_commit();
 }
 
-/// The state launch: one block a (batch row, value head, 16·Warps value columns), the chunks in order.
+/// The state launch: one block a (sequence, value head, 16·Warps value columns), the chunks in order.
 /// Each warp owns 16 value columns j and every key row i of the state, and keeps it transposed, Sᵀ
 /// (16 x K), in registers as binary32 mma accumulators (warp_mma.cuh): tile n holds keys 8n … 8n + 7.
 /// A chunk, all in the warp's registers but for the operands read from shared memory:
@@ -755,7 +779,7 @@ __device__ __forceinline__ void fetch_chunk_operands(const workspace_views& ws, 
 /// the computing warps'), so that the computing warps issue no copies; with 0 every warp copies.
 template <class In, int KD, int VD, int Warps, int Producers, int Stages>
 __global__ void __launch_bounds__(32 * (Warps + Producers))
-    delta_rule_state_kernel(const delta_rule_problem p, const workspace_views ws, const int chunks) {
+    delta_rule_state_kernel(const delta_rule_problem p, const workspace_views ws, const delta_rule_chunk_map map) {
   static_assert(Stages >= 2, "the chunk being computed and at least one in flight");
   using namespace warp_mma;
   using layout = state_shared<Warps, Stages>;
@@ -765,9 +789,10 @@ __global__ void __launch_bounds__(32 * (Warps + Producers))
   extern __shared__ __align__(128) unsigned char smem[];
   const int K = known_or(KD, p.key_dim), V = known_or(VD, p.value_dim), blocks_v = (V + BV - 1) / BV,
             ldk = K + pad_bf16, tiles = K / 8;
-  const long long b = blockIdx.x / (p.heads * blocks_v), h = (blockIdx.x / blocks_v) % p.heads;
-  const int v0 = static_cast<int>(blockIdx.x % blocks_v) * BV;
-  const reader<In> in(p, b, h);
+  const long long h = (blockIdx.x / blocks_v) % p.heads;
+  const delta_rule_sequence sequence = map.sequence(blockIdx.x / (p.heads * blocks_v));
+  const int v0 = static_cast<int>(blockIdx.x % blocks_v) * BV, chunks = sequence.chunks;
+  const reader<In> in(p, sequence, h);
   const bool erases = p.rule != delta_rule_kind::gla;
   const layout L(K);
   const auto W_of = [&](int buffer) { return reinterpret_cast<bf16_t*>(smem + L.W) + buffer * chunk * ldk; };
@@ -782,7 +807,7 @@ __global__ void __launch_bounds__(32 * (Warps + Producers))
   const bool active = warp < Warps && v0 + j_warp < V;
   const bool copies = Producers == 0 || warp >= Warps;
   const int copy_first = static_cast<int>(threadIdx.x) - (Producers > 0 ? 32 * Warps : 0);
-  const long long hc0 = (b * p.heads + h) * chunks;
+  const long long hc0 = h * map.total_chunks + sequence.first_chunk;
 
   // Sᵀ: S[n][0], S[n][1] at (j, i = 8n + c2, +1), S[n][2], S[n][3] at (j + 8, the same i).
   float S[max_tiles][4];
@@ -893,7 +918,7 @@ __global__ void __launch_bounds__(32 * (Warps + Producers))
     round_state(hc + 1);
   }
   if (!active) return;
-  float* final_state = p.final_state + (b * p.heads + h) * K * V;
+  float* final_state = p.final_state + (sequence.state * p.heads + h) * K * V;
 #pragma unroll
   for (int n = 0; n < max_tiles; ++n)
 #pragma unroll
@@ -929,16 +954,15 @@ __device__ __forceinline__ void fetch_matrix(bf16_t* to, int ld_to, const bf16_t
 
 template <class In, int KD, int VD>
 __global__ void __launch_bounds__(threads)
-    delta_rule_output_kernel(const delta_rule_problem p, const workspace_views ws, const int chunks,
+    delta_rule_output_kernel(const delta_rule_problem p, const workspace_views ws, const delta_rule_chunk_map map,
                              const int value_block) {
   extern __shared__ __align__(128) unsigned char smem[];
   const int BV = known_or(VD > 0 ? output_block_of(VD) : 0, value_block);
   const int K = known_or(KD, p.key_dim), V = known_or(VD, p.value_dim), tid = threadIdx.x, blocks_v = V / BV;
   const int ldk = K + pad_bf16, ldo = BV + pad_f32;
-  const long long hc = blockIdx.x / blocks_v, bh = hc / chunks;
-  const int v0 = static_cast<int>(blockIdx.x % blocks_v) * BV;
-  const long long b = bh / p.heads, h = bh % p.heads;
-  const int c0 = static_cast<int>(hc % chunks) * chunk, n = p.tokens - c0 < chunk ? p.tokens - c0 : chunk;
+  const chunk_place place(map, blockIdx.x / blocks_v);
+  const long long hc = place.hc, h = place.h;
+  const int v0 = static_cast<int>(blockIdx.x % blocks_v) * BV, c0 = place.c0, n = place.n;
   const output_shared L(K, BV);
   bf16_t* Q = reinterpret_cast<bf16_t*>(smem + L.Q);
   bf16_t* P = reinterpret_cast<bf16_t*>(smem + L.P);
@@ -965,7 +989,8 @@ __global__ void __launch_bounds__(threads)
     wmma::store_matrix_sync(staged + t0 * ldo + j0, acc, ldo, wmma::mem_row_major);
   });
   __syncthreads();
-  float* o = p.o + ((b * p.tokens + c0) * p.heads + h) * V + v0;  // row t at o + t·HV·V
+  // Row t at o + t·HV·V: token c0 + t of the sequence, in its batch row.
+  float* o = p.o + ((place.sequence.batch_row * p.tokens + place.sequence.first_token + c0) * p.heads + h) * V + v0;
   const long long ld_o = static_cast<long long>(p.heads) * V;
   if (reinterpret_cast<std::uintptr_t>(p.o) % 16 == 0) {  // V and v0 are multiples of 16: o's rows aligned too
     const int quads = BV / 4;
@@ -984,37 +1009,40 @@ void allow_shared(Kernel kernel, int bytes, const char* name) {
 }
 
 template <class In, int KD, int VD, int Warps, int Producers, int Stages>
-void launch_state(const delta_rule_problem& p, const workspace_views& ws, int chunks, cudaStream_t stream) {
+void launch_state(const delta_rule_problem& p, const workspace_views& ws, const delta_rule_chunk_map& map,
+                  cudaStream_t stream) {
   using layout = state_shared<Warps, Stages>;
   const layout L(p.key_dim);
   const auto kernel = delta_rule_state_kernel<In, KD, VD, Warps, Producers, Stages>;
   allow_shared(kernel, L.total, "cudaFuncSetAttribute(delta_rule_state_kernel)");
   const int BV = layout::value_columns, blocks_v = (p.value_dim + BV - 1) / BV;
-  const long long blocks = static_cast<long long>(p.batch) * p.heads * blocks_v;
-  kernel<<<static_cast<unsigned>(blocks), 32 * (Warps + Producers), L.total, stream>>>(p, ws, chunks);
+  const long long blocks = map.sequences * p.heads * blocks_v;
+  kernel<<<static_cast<unsigned>(blocks), 32 * (Warps + Producers), L.total, stream>>>(p, ws, map);
   check_cuda(cudaGetLastError(), "delta_rule_state_kernel launch");
 }
 
 template <class In, int KD, int VD>
-void launch_prepare(const delta_rule_problem& p, const workspace_views& ws, int chunks, cudaStream_t stream) {
-  if (chunks == 0) return;
+void launch_prepare(const delta_rule_problem& p, const workspace_views& ws, const delta_rule_chunk_map& map,
+                    cudaStream_t stream) {
+  if (map.total_chunks == 0) return;
   const prepare_shared L(p.key_dim);
   const auto kernel = delta_rule_prepare_kernel<In, KD, VD>;
   allow_shared(kernel, L.total, "cudaFuncSetAttribute(delta_rule_prepare_kernel)");
-  const long long blocks = static_cast<long long>(p.batch) * p.heads * chunks;
-  kernel<<<static_cast<unsigned>(blocks), prepare_threads, L.total, stream>>>(p, ws, chunks);
+  const long long blocks = p.heads * map.total_chunks;
+  kernel<<<static_cast<unsigned>(blocks), prepare_threads, L.total, stream>>>(p, ws, map);
   check_cuda(cudaGetLastError(), "delta_rule_prepare_kernel launch");
 }
 
 template <class In, int KD, int VD>
-void launch_output(const delta_rule_problem& p, const workspace_views& ws, int chunks, cudaStream_t stream) {
-  if (chunks == 0) return;
+void launch_output(const delta_rule_problem& p, const workspace_views& ws, const delta_rule_chunk_map& map,
+                   cudaStream_t stream) {
+  if (map.total_chunks == 0) return;
   const int V = p.value_dim, BV = output_block_of(V);
   const int bytes = output_shared(p.key_dim, BV).total;
   const auto kernel = delta_rule_output_kernel<In, KD, VD>;
   allow_shared(kernel, bytes, "cudaFuncSetAttribute(delta_rule_output_kernel)");
-  const long long blocks = static_cast<long long>(p.batch) * p.heads * chunks * (V / BV);
-  kernel<<<static_cast<unsigned>(blocks), threads, bytes, stream>>>(p, ws, chunks, BV);
+  const long long blocks = p.heads * map.total_chunks * (V / BV);
+  kernel<<<static_cast<unsigned>(blocks), threads, bytes, stream>>>(p, ws, map, BV);
   check_cuda(cudaGetLastError(), "delta_rule_output_kernel launch");
 }
 
@@ -1024,10 +1052,17 @@ void launch_sized(const delta_rule_problem& p, void* workspace, const bool (&whi
   const workspace_layout layout(p);
   const workspace_views ws(layout, workspace);
   const auto stream = static_cast<cudaStream_t>(p.stream);
-  const int chunks = static_cast<int>(layout.chunks);
-  if (which[0]) launch_prepare<In, KD, VD>(p, ws, chunks, stream);
-  if (which[1]) launch_state<In, KD, VD, state_warps, state_producer_warps, state_stages>(p, ws, chunks, stream);
-  if (which[2]) launch_output<In, KD, VD>(p, ws, chunks, stream);
+  // The chunk map's table (cu_seqlens only) into the workspace, where the launches read it. From pageable
+  // memory: the call returns once the table is staged, so the vector may go.
+  if (ws.starts != nullptr)
+    check_cuda(
+        cudaMemcpyAsync(ws.starts, layout.host_starts.data(),
+                        layout.host_starts.size() * sizeof(delta_rule_sequence_start), cudaMemcpyHostToDevice, stream),
+        "cudaMemcpyAsync(chunk map)");
+  const delta_rule_chunk_map map = delta_rule_chunks(p, layout.host_starts, ws.starts);
+  if (which[0]) launch_prepare<In, KD, VD>(p, ws, map, stream);
+  if (which[1]) launch_state<In, KD, VD, state_warps, state_producer_warps, state_stages>(p, ws, map, stream);
+  if (which[2]) launch_output<In, KD, VD>(p, ws, map, stream);
 }
 
 /// The kernels compiled for K = V = 128 (fla's production size) where they apply, else for any size:
@@ -1085,7 +1120,7 @@ void delta_rule_device_launch(const delta_rule_problem& p, delta_rule_launch whi
 void delta_rule_host(const delta_rule_problem& host) {
   delta_rule_check(host);
   const long long B = host.batch, T = host.tokens, HV = host.heads, K = host.key_dim, V = host.value_dim,
-                  H = HV / host.key_head_group;
+                  H = HV / host.key_head_group, N = host.cu_seqlens ? host.sequences : B;
   device_arena arena;
   delta_rule_problem device = host;
   device.k = arena.upload(host.k, {B, T, H, K}, host.dtype);
@@ -1095,15 +1130,15 @@ void delta_rule_host(const delta_rule_problem& host) {
   device.kappa = arena.upload(host.kappa, {B, T, HV, K}, host.dtype);
   device.g = host.gate == delta_rule_gate::per_channel ? arena.upload(host.g, {B, T, HV, K}, host.dtype)
                                                        : arena.upload(host.g, {B, T, HV}, host.dtype);
-  device.initial_state = arena.upload(host.initial_state, {B, HV, K, V}, host.dtype);
+  device.initial_state = arena.upload(host.initial_state, {N, HV, K, V}, host.dtype);
   device.o = arena.poisoned(B * T * HV * V);
-  device.final_state = arena.poisoned(B * HV * K * V);
+  device.final_state = arena.poisoned(N * HV * K * V);
   // The workspace poisoned too: a launch that reads what an earlier one failed to write reads NaN.
   device.workspace = arena.poisoned(static_cast<long long>((delta_rule_workspace_bytes(host) + 3) / 4));
   delta_rule_device(device);
   check_cuda(cudaDeviceSynchronize(), "delta_rule kernels");
   device_arena::download(host.o, device.o, B * T * HV * V);
-  device_arena::download(host.final_state, device.final_state, B * HV * K * V);
+  device_arena::download(host.final_state, device.final_state, N * HV * K * V);
 }
 
 #ifdef KALMAN_ORACLE_DELTA_RULE_PREPARE_CLOCKS

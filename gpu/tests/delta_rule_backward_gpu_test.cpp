@@ -7,9 +7,11 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
 #include "delta_rule_backward_cases.hpp"
+#include "delta_rule_varlen_cases.hpp"
 #include "kalman_oracle/gpu/twin/delta_rule_backward_twin.hpp"
 #include "kla_cases.hpp"
 #include "skip_without_device.hpp"
@@ -55,4 +57,19 @@ TEST_CASE("gpu: the chunked delta-rule backward kernels equal their twin bit for
   }
   MESSAGE("chunked delta-rule backward: kernel = twin bit for bit on " << compared << " runs of " << cases.size()
                                                                        << " problems");
+}
+
+TEST_CASE(
+    "gpu: the backward of a varlen batch (cu_seqlens) in one call equals its twin and its sequences run one by one") {
+  if (skip_without_device()) return;
+  for_each_delta_rule_varlen_case([](const delta_rule_varlen_case& c, unsigned seed) {
+    const auto [whole, apart] = run_delta_rule_backward_varlen_case(
+        c, seed, [](const delta_rule_backward_problem& p) { delta_rule_backward_host(p); });
+    const auto [twin, twin_apart] = run_delta_rule_backward_varlen_case(
+        c, seed, [](const delta_rule_backward_problem& p) { delta_rule_backward_twin(p); });
+    CHECK(whole == apart);
+    CHECK(whole == twin);
+  });
+  std::printf("delta_rule backward varlen: %zu cases, one call = sequence by sequence = twin, bit for bit\n",
+              delta_rule_varlen_cases().size());
 }

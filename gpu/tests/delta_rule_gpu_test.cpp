@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "delta_rule_varlen_cases.hpp"
 #include "kalman_oracle/check/fixed_gain_tensor_core_budget.hpp"
 #include "kalman_oracle/gpu/delta_rule_chunked.hpp"
 #include "kalman_oracle/gpu/twin/delta_rule_chunked_twin.hpp"
@@ -192,4 +193,18 @@ TEST_CASE("gpu: the chunked delta-rule kernel writes every output, the same bits
       }
     }
   }
+}
+
+TEST_CASE("gpu: a varlen batch (cu_seqlens) in one call gives its sequences' bits run one by one") {
+  if (skip_without_device()) return;
+  for_each_delta_rule_varlen_case([](const delta_rule_varlen_case& c, unsigned seed) {
+    const auto [whole, apart] =
+        run_delta_rule_varlen_case(c, seed, [](const delta_rule_problem& p) { delta_rule_host(p); });
+    for (const float x : whole.o) REQUIRE(std::isfinite(x));
+    for (const float x : whole.final_state) REQUIRE(std::isfinite(x));
+    CHECK(whole.o == apart.o);
+    CHECK(whole.final_state == apart.final_state);
+  });
+  std::printf("delta_rule varlen: %zu cases, one call = sequence by sequence, bit for bit\n",
+              delta_rule_varlen_cases().size());
 }

@@ -14,19 +14,22 @@ namespace kalman_oracle::gpu::tools {
 
 namespace {
 
-/// Sequence n of a run, [starts[n], ends[n]): p with its inputs advanced to the sequence's first token
-/// (varlen: B = 1, the sequence's own initial state; else the B rows whole), outputs unset.
-delta_rule_problem sequence_problem(delta_rule_problem p, const delta_rule_views& all, long long n, long long t0,
-                                    long long t1, bool varlen, long long B) {
-  p.batch = static_cast<int>(varlen ? 1 : B);
-  p.tokens = static_cast<int>(t1 - t0);
-  p.k = advanced(all.k, t0 * all.k.stride[1], p.dtype);
-  p.q = advanced(all.q, t0 * all.q.stride[1], p.dtype);
-  p.v = advanced(all.v, t0 * all.v.stride[1], p.dtype);
-  p.beta = advanced(all.beta, t0 * all.beta.stride[1], p.dtype);
-  p.kappa = advanced(all.kappa, t0 * all.kappa.stride[1], p.dtype);
-  p.g = advanced(all.g, t0 * all.g.stride[1], p.dtype);
-  p.initial_state = advanced(all.initial_state, (varlen ? n : 0) * all.initial_state.stride[0], p.dtype);
+/// p (its rule, gate, sizes, dtype and τ set) over all of a run's inputs: B rows of T tokens, or with
+/// varlen one row holding the sequences [starts[n], ends[n]) back to back, their offsets put in
+/// `cu_seqlens` (which must outlive the problem); outputs unset.
+delta_rule_problem whole_problem(delta_rule_problem p, const delta_rule_views& all,
+                                 const std::vector<long long>& starts, const std::vector<long long>& ends, bool varlen,
+                                 long long B, long long T, std::vector<long long>& cu_seqlens) {
+  if (varlen) {
+    cu_seqlens = starts;
+    cu_seqlens.push_back(ends.empty() ? 0 : ends.back());
+    p.cu_seqlens = cu_seqlens.data();
+    p.sequences = static_cast<int>(starts.size());
+  }
+  p.batch = static_cast<int>(B);
+  p.tokens = static_cast<int>(T);
+  p.q = all.q, p.k = all.k, p.v = all.v, p.beta = all.beta, p.kappa = all.kappa, p.g = all.g;
+  p.initial_state = all.initial_state;
   p.o = p.final_state = nullptr;
   return p;
 }
@@ -46,20 +49,19 @@ void run_delta_rule_sequences(delta_rule_problem p, const delta_rule_views& all,
   const long long N = varlen ? static_cast<long long>(starts.size()) : B;
   o.assign(B * T * HV * V, 0.0f);
   final_state.assign(N * HV * K * V, 0.0f);
-  for (long long n = 0; n < static_cast<long long>(starts.size()); ++n) {
-    const long long t0 = starts[n];
-    delta_rule_problem sequence = sequence_problem(p, all, n, t0, ends[n], varlen, B);
-    sequence.o = o.data() + t0 * HV * V;
-    sequence.final_state = final_state.data() + (varlen ? n : 0) * HV * K * V;
-    if (on == executor::twin) {
-      delta_rule_twin(sequence);
-    } else {
+  // One call: a varlen batch through cu_seqlens (the kernel's chunk map), its offsets the fixture's.
+  std::vector<long long> cu_seqlens;
+  p = whole_problem(p, all, starts, ends, varlen, B, T, cu_seqlens);
+  p.o = o.data();
+  p.final_state = final_state.data();
+  if (on == executor::twin) {
+    delta_rule_twin(p);
+  } else {
 #if defined(KALMAN_ORACLE_GPU_HAVE_CUDA)
-      delta_rule_host(sequence);
+    delta_rule_host(p);
 #else
-      no_cuda();
+    no_cuda();
 #endif
-    }
   }
 }
 
@@ -75,26 +77,22 @@ void run_delta_rule_backward_sequences(delta_rule_problem p, const delta_rule_vi
   g.dkappa.assign(p.rule == delta_rule_kind::two_key ? B * T * HV * K : 0, 0.0f);
   g.dg.assign(p.gate != delta_rule_gate::none ? B * T * HV * G : 0, 0.0f);
   g.dinitial_state.assign(N * HV * K * V, 0.0f);
-  const auto at = [](std::vector<float>& x, long long offset) { return x.empty() ? nullptr : x.data() + offset; };
-  for (long long n = 0; n < static_cast<long long>(starts.size()); ++n) {
-    const long long t0 = starts[n];
-    delta_rule_backward_problem bp;
-    bp.forward = sequence_problem(p, all, n, t0, ends[n], varlen, B);
-    // One sequence's rows: B = 1 under varlen, so token t0's rows start at t0 times a token's elements.
-    bp.d_o = d_o ? d_o + t0 * HV * V : nullptr;
-    bp.d_final_state = d_final_state ? d_final_state + (varlen ? n : 0) * HV * K * V : nullptr;
-    bp.dq = at(g.dq, t0 * H * K), bp.dk = at(g.dk, t0 * H * K), bp.dv = at(g.dv, t0 * HV * V);
-    bp.dbeta = at(g.dbeta, t0 * HV), bp.dkappa = at(g.dkappa, t0 * HV * K), bp.dg = at(g.dg, t0 * HV * G);
-    bp.d_initial_state = at(g.dinitial_state, (varlen ? n : 0) * HV * K * V);
-    if (on == executor::twin) {
-      delta_rule_backward_twin(bp);
-    } else {
+  const auto data = [](std::vector<float>& x) { return x.empty() ? nullptr : x.data(); };
+  // One call, as the forward.
+  std::vector<long long> cu_seqlens;
+  delta_rule_backward_problem bp;
+  bp.forward = whole_problem(p, all, starts, ends, varlen, B, T, cu_seqlens);
+  bp.d_o = d_o, bp.d_final_state = d_final_state;
+  bp.dq = data(g.dq), bp.dk = data(g.dk), bp.dv = data(g.dv), bp.dbeta = data(g.dbeta), bp.dkappa = data(g.dkappa);
+  bp.dg = data(g.dg), bp.d_initial_state = data(g.dinitial_state);
+  if (on == executor::twin) {
+    delta_rule_backward_twin(bp);
+  } else {
 #if defined(KALMAN_ORACLE_GPU_HAVE_CUDA)
-      delta_rule_backward_host(bp);
+    delta_rule_backward_host(bp);
 #else
-      no_cuda();
+    no_cuda();
 #endif
-    }
   }
 }
 

@@ -24,7 +24,7 @@ struct delta_rule_views {
 
 /// Runs `p` (its rule, gate, sizes, dtype and τ set) over the sequences [starts[n], ends[n]) of B
 /// rows of T tokens (varlen: B = 1, each sequence with its own prior), writing o [B, T, HV, V] and final_state
-/// [N, HV, K, V].
+/// [N, HV, K, V]: one call of the kernel (or twin), a varlen batch through its cu_seqlens.
 void run_delta_rule_sequences(delta_rule_problem p, const delta_rule_views& all, const std::vector<long long>& starts,
                               const std::vector<long long>& ends, bool varlen, long long B, long long T,
                               std::vector<float>& o, std::vector<float>& final_state, executor on);
@@ -37,14 +37,14 @@ struct delta_rule_gradients {
 };
 
 /// The backward of run_delta_rule_sequences' problem from the cotangents d_o [B, T, HV, V] and
-/// d_final_state [N, HV, K, V] (null: zero), sequence by sequence; `grads` sized here.
+/// d_final_state [N, HV, K, V] (null: zero), in one call as the forward; `grads` sized here.
 void run_delta_rule_backward_sequences(delta_rule_problem p, const delta_rule_views& all,
                                        const std::vector<long long>& starts, const std::vector<long long>& ends,
                                        bool varlen, long long B, long long T, const float* d_o,
                                        const float* d_final_state, delta_rule_gradients& grads, executor on);
 
-/// The candidate for fixed-gain fixture `fixture` (read from `source`); a varlen fixture runs
-/// sequence by sequence. With `gradients`: the backward's gradients only (input_error for a fixture
+/// The candidate for fixed-gain fixture `fixture` (read from `source`); a varlen fixture runs in one
+/// call (cu_seqlens), forward and backward. With `gradients`: the backward's gradients only (input_error for a fixture
 /// without cotangents).
 safetensors::file run_delta_rule(const safetensors::file& fixture, const std::string& source, executor on,
                                  bool gradients = false);

@@ -15,19 +15,21 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kalman_oracle/gpu/delta_rule_chunked.hpp"
+#include "kalman_oracle/gpu/delta_rule_sequences.hpp"
 #include "kalman_oracle/gpu/models/delta_rule_backward.cuh"
 
 namespace kalman_oracle::gpu {
 
-/// The forward problem (its inputs; its outputs o and final_state are not read or written), the
-/// cotangents (binary32, contiguous; null: zero) and the gradients (binary32, contiguous; the ones the
-/// rule has must be given):
-///   d_o [B, T, HV, V], d_final_state [B, HV, K, V];
+/// The forward problem (its inputs, cu_seqlens included; its outputs o and final_state are not read or
+/// written), the cotangents (binary32, contiguous; null: zero) and the gradients (binary32, contiguous;
+/// the ones the rule has must be given), N = B or the sequences of cu_seqlens:
+///   d_o [B, T, HV, V], d_final_state [N, HV, K, V];
 ///   dq, dk [B, T, H, K] (summed over a key head's value heads), dv [B, T, HV, V],
 ///   dbeta [B, T, HV] (β-form), dkappa [B, T, HV, K] (two-key),
-///   dg [B, T, HV] (per-head gate) or [B, T, HV, K] (per channel), d_initial_state [B, HV, K, V].
+///   dg [B, T, HV] (per-head gate) or [B, T, HV, K] (per channel), d_initial_state [N, HV, K, V].
 /// The query scale τ is a constant here (fla's `scale`): no gradient.
 struct delta_rule_backward_problem {
   delta_rule_problem forward;
@@ -42,6 +44,8 @@ struct delta_rule_backward_problem {
 /// Tokens per chunk of the backward (its own knob: it recomputes every chunk in binary32 and shares
 /// nothing with the forward launch).
 inline constexpr int delta_rule_backward_chunk_tokens = 64;
+static_assert(delta_rule_backward_chunk_tokens == delta_rule_chunk_tokens,
+              "the chunk map (delta_rule_sequences.hpp) counts chunks of the forward's size");
 /// The largest V the backward takes (its first launch's shared memory; the forward takes more).
 inline constexpr int delta_rule_backward_max_value_dim = 768;
 
@@ -52,6 +56,12 @@ inline void delta_rule_backward_check(const delta_rule_backward_problem& p) {
   float unused = 0;
   forward.o = forward.final_state = &unused;  // the backward writes neither
   delta_rule_check(forward);
+  if (p.forward.cu_seqlens != nullptr && p.forward.sequences > 65535)
+    throw std::invalid_argument("delta_rule_backward: sequences = " + std::to_string(p.forward.sequences) +
+                                ": the backward takes at most 65535 (a grid dimension of its state launches)");
+  if (p.forward.batch > 65535)
+    throw std::invalid_argument("delta_rule_backward: B = " + std::to_string(p.forward.batch) +
+                                ": the backward takes at most 65535 (a grid dimension of its state launches)");
   if (p.forward.value_dim > delta_rule_backward_max_value_dim)
     throw std::invalid_argument("delta_rule_backward: V = " + std::to_string(p.forward.value_dim) +
                                 ": the backward takes V up to " + std::to_string(delta_rule_backward_max_value_dim) +
@@ -72,14 +82,16 @@ inline backward_record delta_rule_backward_record(const delta_rule_problem& p) {
 }
 
 /// The workspace for this problem: one record (backward_record: 5C² + 10CK + 3CV + 2KV + 2K + C + 1
-/// floats, rounded up to 64) per chunk and value head, C = delta_rule_backward_chunk_tokens: 640 KB at
-/// K = V = 128, 5.2 GB at B = 2, T = 16384, HV = 16 (measured: 5 247 074 304 bytes).
+/// floats, rounded up to 64) per chunk of each sequence and value head, C = delta_rule_backward_chunk_tokens:
+/// 640 KB at K = V = 128, 5.2 GB at B = 2, T = 16384, HV = 16 (measured: 5 247 074 304 bytes); with
+/// cu_seqlens, the chunk map's table after them (16 bytes a sequence, and 16 more).
 inline std::size_t delta_rule_backward_workspace_bytes(const delta_rule_backward_problem& problem) {
   const delta_rule_problem& p = problem.forward;
-  const std::size_t chunks =
-      (static_cast<std::size_t>(p.tokens) + delta_rule_backward_chunk_tokens - 1) / delta_rule_backward_chunk_tokens;
-  return chunks * static_cast<std::size_t>(p.batch) * static_cast<std::size_t>(p.heads) *
-         static_cast<std::size_t>(delta_rule_backward_record(p).size()) * sizeof(float);
+  const std::vector<delta_rule_sequence_start> starts = delta_rule_sequence_starts(p);
+  const std::size_t chunks = static_cast<std::size_t>(delta_rule_chunks(p, starts, nullptr).total_chunks);
+  return chunks * static_cast<std::size_t>(p.heads) * static_cast<std::size_t>(delta_rule_backward_record(p).size()) *
+             sizeof(float) +
+         starts.size() * sizeof(delta_rule_sequence_start);
 }
 
 /// Runs the five launches on device pointers (asynchronous on forward.stream).

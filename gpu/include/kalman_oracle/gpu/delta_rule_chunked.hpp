@@ -25,11 +25,12 @@ enum class delta_rule_kind { gla, beta_form, two_key };
 /// (GLA, KDA).
 enum class delta_rule_gate { none, per_head, per_channel };
 
-/// One problem (one sequence per batch row; a varlen batch is run sequence by sequence). Shapes, with
-/// HV value heads and H = HV / key_head_group query/key heads (fla's layouts and grouped value heads):
+/// One problem: one sequence per batch row, or (cu_seqlens) one batch row holding N sequences back to
+/// back. Shapes, with HV value heads and H = HV / key_head_group query/key heads (fla's layouts and
+/// grouped value heads), and N = B without cu_seqlens:
 ///   q, k [B, T, H, K]; v [B, T, HV, V]; beta [B, T, HV] (β-form); kappa [B, T, HV, K] (two-key);
-///   g [B, T, HV] (per head) or [B, T, HV, K] (per channel); initial_state [B, HV, K, V] (null: zero).
-/// Outputs binary32, contiguous: o [B, T, HV, V], final_state [B, HV, K, V].
+///   g [B, T, HV] (per head) or [B, T, HV, K] (per channel); initial_state [N, HV, K, V] (null: zero).
+/// Outputs binary32, contiguous: o [B, T, HV, V], final_state [N, HV, K, V].
 struct delta_rule_problem {
   delta_rule_kind rule = delta_rule_kind::beta_form;
   delta_rule_gate gate = delta_rule_gate::none;
@@ -43,6 +44,12 @@ struct delta_rule_problem {
   /// delta_rule_workspace_bytes(problem) bytes of device memory, 256-byte aligned, for what the three
   /// launches pass on (docs/kernels.md); null: delta_rule_device allocates it on the stream.
   void* workspace = nullptr;
+  /// A variable-length batch (fla's cu_seqlens; B = 1): null, or `sequences` + 1 token offsets
+  /// 0 = cu_seqlens[0] <= cu_seqlens[1] <= … <= cu_seqlens[N] = T in host memory (the launches' grids
+  /// follow the lengths). Sequence n is tokens cu_seqlens[n] … cu_seqlens[n + 1] − 1, run from
+  /// initial_state[n] to final_state[n]; an empty one's final state is its initial state.
+  const long long* cu_seqlens = nullptr;
+  int sequences = 0;
 };
 
 /// Tokens per chunk (fla's BT; the reference's default_wy_chunk_size).
@@ -69,6 +76,23 @@ inline void delta_rule_check(const delta_rule_problem& p) {
   if (p.key_head_group < 1 || p.heads % p.key_head_group != 0)
     fail("key_head_group = " + std::to_string(p.key_head_group) + " must divide HV = " + std::to_string(p.heads));
   if (!(p.tau > 0)) fail("tau must be > 0 (the query scale)");
+  if (p.cu_seqlens == nullptr && p.sequences != 0)
+    fail("sequences = " + std::to_string(p.sequences) +
+         " without cu_seqlens (rule: sequences counts cu_seqlens' entries "
+         "less one, 0 without it)");
+  if (p.cu_seqlens != nullptr) {
+    if (p.batch != 1 || p.sequences < 1)
+      fail("cu_seqlens needs B = 1 and sequences >= 1, got B = " + std::to_string(p.batch) +
+           ", sequences = " + std::to_string(p.sequences));
+    if (p.cu_seqlens[0] != 0) fail("cu_seqlens[0] = " + std::to_string(p.cu_seqlens[0]) + " (rule: it starts at 0)");
+    for (int n = 0; n < p.sequences; ++n)
+      if (p.cu_seqlens[n + 1] < p.cu_seqlens[n])
+        fail("cu_seqlens[" + std::to_string(n + 1) + "] = " + std::to_string(p.cu_seqlens[n + 1]) + " < cu_seqlens[" +
+             std::to_string(n) + "] = " + std::to_string(p.cu_seqlens[n]) + " (rule: non-decreasing)");
+    if (p.cu_seqlens[p.sequences] != p.tokens)
+      fail("cu_seqlens[" + std::to_string(p.sequences) + "] = " + std::to_string(p.cu_seqlens[p.sequences]) +
+           " but T = " + std::to_string(p.tokens) + " (rule: the last offset is the row's length)");
+  }
   const bool per_token = p.tokens > 0;
   const std::tuple<const char*, const void*, bool> required[] = {
       {"q", p.q.data, per_token},
@@ -84,7 +108,8 @@ inline void delta_rule_check(const delta_rule_problem& p) {
 }
 
 /// The workspace the kernels need for this problem: 6K + 6V + 2C + (2KV + 4K)/C bytes per token and
-/// value head, C = delta_rule_chunk_tokens (1.15 GB at B = 2, T = 16384, HV = 16, K = V = 128).
+/// value head, C = delta_rule_chunk_tokens (1.15 GB at B = 2, T = 16384, HV = 16, K = V = 128), counted
+/// over whole chunks of each sequence, and with cu_seqlens 16 bytes a sequence more (the chunk map's table).
 std::size_t delta_rule_workspace_bytes(const delta_rule_problem& problem);
 
 /// Runs the kernels on device pointers (asynchronous on problem.stream); std::runtime_error for a CUDA

@@ -1,5 +1,5 @@
 // The CPU twin of the chunked delta-rule backward (gpu/src/delta_rule_backward.cu; docs/kernels.md, "The
-// chunked delta-rule memory (backward, binary32)"): the kernel's five launches in order, per (batch row,
+// chunked delta-rule memory (backward, binary32)"): the kernel's five launches in order, per (sequence,
 // value head), each element computed by the same function of models/delta_rule_backward.cuh from the same
 // operands, so that kernel and twin agree bit for bit (the GPU test checks it). Per chunk of C =
 // delta_rule_backward_chunk_tokens tokens (notation of that header):
@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kalman_oracle/gpu/delta_rule_backward.hpp"
+#include "kalman_oracle/gpu/delta_rule_sequences.hpp"
 #include "kalman_oracle/gpu/models/delta_rule_backward.cuh"
 #include "kalman_oracle/gpu/twin/delta_rule_chunked_twin.hpp"
 
@@ -29,12 +30,24 @@ namespace kalman_oracle::gpu {
 
 namespace detail {
 
-/// The rows one chunk of one (batch row, value head) reads from the inputs, widened: e = k, w, sq = τq
-/// [C × K]; v and the row scales' products Y = r v [C × V]; r [C]; d_o [C × V] (zero when absent).
+/// The flattened token row of sequence s's token 0 in the [B, T, …] tensors: batch_row · T + first_token.
+inline long long first_row(const delta_rule_problem& p, const delta_rule_sequence& s) {
+  return s.batch_row * p.tokens + s.first_token;
+}
+
+/// The reader of sequence s, value head h.
+template <class In>
+delta_rule_reader<In> sequence_reader(const delta_rule_problem& p, const delta_rule_sequence& s, long long h) {
+  return {p, s.batch_row, s.first_token, s.state, h};
+}
+
+/// The rows one chunk of one (sequence, value head) reads from the inputs, widened: e = k, w, sq = τq
+/// [C × K]; v and the row scales' products Y = r v [C × V]; r [C]; d_o [C × V] (zero when absent). row0:
+/// the sequence's first_row.
 template <class In>
 struct backward_chunk_inputs {
   std::vector<float> e, w, sq, v, Y, r, d_o;
-  backward_chunk_inputs(const delta_rule_backward_problem& bp, const delta_rule_reader<In>& in, long long b,
+  backward_chunk_inputs(const delta_rule_backward_problem& bp, const delta_rule_reader<In>& in, long long row0,
                         long long h, int c0, int n) {
     const delta_rule_problem& p = bp.forward;
     const int C = delta_rule_backward_chunk_tokens, K = p.key_dim, V = p.value_dim;
@@ -49,7 +62,7 @@ struct backward_chunk_inputs {
       for (int j = 0; j < V; ++j) {
         v[t * V + j] = in.v(c0 + t, j);
         Y[t * V + j] = mul_rn(r[t], v[t * V + j]);
-        if (bp.d_o) d_o[t * V + j] = bp.d_o[((b * p.tokens + c0 + t) * p.heads + h) * V + j];
+        if (bp.d_o) d_o[t * V + j] = bp.d_o[((row0 + c0 + t) * p.heads + h) * V + j];
       }
     }
   }
@@ -99,7 +112,7 @@ void backward_chunk_operands(const delta_rule_problem& p, const delta_rule_reade
 
 /// Launch 4 for one chunk: the sums over the values, then the pair cotangents.
 template <class In>
-void backward_chunk_value_sums(const delta_rule_backward_problem& bp, long long b, long long h, int c0, int n,
+void backward_chunk_value_sums(const delta_rule_backward_problem& bp, long long row0, long long h, int c0, int n,
                                const backward_chunk_inputs<In>& x, const backward_record& rec, float* ws) {
   const delta_rule_problem& p = bp.forward;
   const int C = rec.C, K = rec.K, V = rec.V;
@@ -119,7 +132,7 @@ void backward_chunk_value_sums(const delta_rule_backward_problem& bp, long long 
       for (int i = 0; i < K; ++i) dW[t * K + i] = -fma_sum(0.0f, dUt + t * V, 1, S + i * V, 1, V);
     for (int j = 0; j < V; ++j) {
       dY[t * V + j] = fma_sum(0.0f, Tm + t * C + t, C, dUt + t * V + j, V, n - t);
-      bp.dv[((b * p.tokens + c0 + t) * p.heads + h) * V + j] = mul_rn(x.r[t], dY[t * V + j]);
+      bp.dv[((row0 + c0 + t) * p.heads + h) * V + j] = mul_rn(x.r[t], dY[t * V + j]);
     }
   }
   for (int t = 0; t < n; ++t) {
@@ -141,19 +154,20 @@ void backward_chunk_value_sums(const delta_rule_backward_problem& bp, long long 
   }
 }
 
-/// One (batch row, value head): launches 1–4 over its chunks; the records kept for launch 5.
+/// One (sequence, value head): launches 1–4 over its chunks; the records kept for launch 5.
 template <class In>
-void delta_rule_backward_head_twin(const delta_rule_backward_problem& bp, long long b, long long h,
+void delta_rule_backward_head_twin(const delta_rule_backward_problem& bp, const delta_rule_sequence& s, long long h,
                                    const backward_record& rec, std::vector<float>& ws) {
   const delta_rule_problem& p = bp.forward;
-  const delta_rule_reader<In> in{p, b, h};
-  const int C = rec.C, K = rec.K, V = rec.V, chunks = (p.tokens + C - 1) / C;
+  const delta_rule_reader<In> in = sequence_reader<In>(p, s, h);
+  const long long row0 = first_row(p, s), b = s.state;  // b: the sequence's states
+  const int C = rec.C, K = rec.K, V = rec.V, chunks = s.chunks;
   const bool erases = p.rule != delta_rule_kind::gla;
   ws.assign(static_cast<std::size_t>(chunks) * rec.size(), 0.0f);
   const auto record = [&](int c) { return ws.data() + static_cast<std::size_t>(c) * rec.size(); };
-  const auto tokens_of = [&](int c) { return std::min(C, p.tokens - c * C); };
+  const auto tokens_of = [&](int c) { return std::min(C, s.tokens - c * C); };
   for (int c = 0; c < chunks; ++c) {
-    const backward_chunk_inputs<In> x(bp, in, b, h, c * C, tokens_of(c));
+    const backward_chunk_inputs<In> x(bp, in, row0, h, c * C, tokens_of(c));
     backward_chunk_operands(p, in, c * C, tokens_of(c), x, rec, record(c));
   }
   // 2. The states.
@@ -181,7 +195,7 @@ void delta_rule_backward_head_twin(const delta_rule_backward_problem& bp, long l
   for (int c = chunks; c-- > 0;) {
     float* r = record(c);
     const int n = tokens_of(c);
-    const backward_chunk_inputs<In> x(bp, in, b, h, c * C, n);
+    const backward_chunk_inputs<In> x(bp, in, row0, h, c * C, n);
     for (int e = 0; e < K * V; ++e) r[rec.D() + e] = D[e];
     for (int m = 0; m < n; ++m)
       for (int j = 0; j < V; ++j)
@@ -198,24 +212,26 @@ void delta_rule_backward_head_twin(const delta_rule_backward_problem& bp, long l
     for (int e = 0; e < K * V; ++e) bp.d_initial_state[(b * p.heads + h) * K * V + e] = D[e];
   // 4. The sums over the values.
   for (int c = 0; c < chunks; ++c) {
-    const backward_chunk_inputs<In> x(bp, in, b, h, c * C, tokens_of(c));
-    backward_chunk_value_sums(bp, b, h, c * C, tokens_of(c), x, rec, record(c));
+    const backward_chunk_inputs<In> x(bp, in, row0, h, c * C, tokens_of(c));
+    backward_chunk_value_sums(bp, row0, h, c * C, tokens_of(c), x, rec, record(c));
   }
 }
 
-/// Launch 5 for one (batch row, key head, chunk): channel_token per (token, channel) of each value head
+/// Launch 5 for one (sequence, key head, chunk): channel_token per (token, channel) of each value head
 /// of the group, in order; the gradients written.
 template <class In>
-void backward_chunk_channels(const delta_rule_backward_problem& bp, long long b, long long key_head, int c0, int n,
-                             const backward_record& rec, const std::vector<std::vector<float>>& head_ws) {
+void backward_chunk_channels(const delta_rule_backward_problem& bp, const delta_rule_sequence& s, long long key_head,
+                             int c0, int n, const backward_record& rec,
+                             const std::vector<std::vector<float>>& head_ws) {
   const delta_rule_problem& p = bp.forward;
+  const long long row0 = first_row(p, s);
   const int C = rec.C, K = rec.K, group = p.key_head_group, H = p.heads / group;
   const bool erases = p.rule != delta_rule_kind::gla, decays = p.gate != delta_rule_gate::none;
   std::vector<float> dk(C * K, 0.0f), dq(C * K, 0.0f);
   for (int u = 0; u < group; ++u) {
     const long long h = key_head * group + u;
-    const delta_rule_reader<In> in{p, b, h};
-    const backward_chunk_inputs<In> x(bp, in, b, h, c0, n);
+    const delta_rule_reader<In> in = sequence_reader<In>(p, s, h);
+    const backward_chunk_inputs<In> x(bp, in, row0, h, c0, n);
     const float* ws = head_ws[static_cast<std::size_t>(h)].data() + static_cast<std::size_t>(c0 / C) * rec.size();
     const bool strong = ws[rec.strong()] != 0.0f;
     const pair_inputs pairs{ws + rec.dsigma(), ws + rec.dAr(), x.r.data(), C};
@@ -227,7 +243,7 @@ void backward_chunk_channels(const delta_rule_backward_problem& bp, long long b,
           ws[rec.R() + i]};
       for (int t = 0; t < n; ++t) {
         const channel_token_gradient g = channel_token(ch, pairs, t, n, erases, decays, strong);
-        const long long at = ((b * p.tokens + c0 + t) * p.heads + h) * K + i;
+        const long long at = ((row0 + c0 + t) * p.heads + h) * K + i;
         const float dk_h = key_gradient(p.rule, g);
         if (p.rule == delta_rule_kind::two_key) bp.dkappa[at] = g.dw;
         dk[t * K + i] = u == 0 ? dk_h : add_rn(dk[t * K + i], dk_h);
@@ -243,7 +259,7 @@ void backward_chunk_channels(const delta_rule_backward_problem& bp, long long b,
     if (decays) {  // gate_cotangents per channel; GDN: summed over the channels, i rising
       for (int i = 0; i < K; ++i) gate_cotangents(&direct[i], &F[i], &dG[i], K, n);
       for (int t = 0; t < n; ++t) {
-        const long long row = (b * p.tokens + c0 + t) * p.heads + h;
+        const long long row = (row0 + c0 + t) * p.heads + h;
         if (p.gate == delta_rule_gate::per_channel)
           for (int i = 0; i < K; ++i) bp.dg[row * K + i] = dG[t * K + i];
         else {
@@ -258,12 +274,12 @@ void backward_chunk_channels(const delta_rule_backward_problem& bp, long long b,
         float acc = ws[rec.dr() + t];
         for (int i = 0; i < K; ++i)
           acc = fma_rn(ws[rec.dX() + t * K + i], mul_rn(ws[rec.gam() + t * K + i], x.e[t * K + i]), acc);
-        bp.dbeta[(b * p.tokens + c0 + t) * p.heads + h] = acc;
+        bp.dbeta[(row0 + c0 + t) * p.heads + h] = acc;
       }
   }
   for (int t = 0; t < n; ++t)
     for (int i = 0; i < K; ++i) {
-      const long long at = ((b * p.tokens + c0 + t) * H + key_head) * K + i;
+      const long long at = ((row0 + c0 + t) * H + key_head) * K + i;
       bp.dk[at] = dk[t * K + i];
       bp.dq[at] = dq[t * K + i];
     }
@@ -274,12 +290,15 @@ void delta_rule_backward_twin_typed(const delta_rule_backward_problem& bp) {
   const delta_rule_problem& p = bp.forward;
   const backward_record rec = delta_rule_backward_record(p);
   const int C = rec.C, group = p.key_head_group, H = p.heads / group;
-  for (long long b = 0; b < p.batch; ++b) {
+  const std::vector<delta_rule_sequence_start> starts = delta_rule_sequence_starts(p);
+  const delta_rule_chunk_map map = delta_rule_chunks(p, starts, starts.empty() ? nullptr : starts.data());
+  for (long long n = 0; n < map.sequences; ++n) {
+    const delta_rule_sequence s = map.sequence(n);
     std::vector<std::vector<float>> head_ws(static_cast<std::size_t>(p.heads));
-    for (long long h = 0; h < p.heads; ++h) delta_rule_backward_head_twin<In>(bp, b, h, rec, head_ws[h]);
+    for (long long h = 0; h < p.heads; ++h) delta_rule_backward_head_twin<In>(bp, s, h, rec, head_ws[h]);
     for (long long kh = 0; kh < H; ++kh)
-      for (int c0 = 0; c0 < p.tokens; c0 += C)
-        backward_chunk_channels<In>(bp, b, kh, c0, std::min(C, p.tokens - c0), rec, head_ws);
+      for (int c0 = 0; c0 < s.tokens; c0 += C)
+        backward_chunk_channels<In>(bp, s, kh, c0, std::min(C, s.tokens - c0), rec, head_ws);
   }
 }
 

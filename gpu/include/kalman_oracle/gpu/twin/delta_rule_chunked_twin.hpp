@@ -1,6 +1,6 @@
 // The CPU twin of the chunked delta-rule kernel (gpu/src/delta_rule_chunked.cu; docs/kernels.md,
 // "Chunked delta-rule memory"): the kernel's blocking and rounding points, chunk by chunk of
-// delta_rule_chunk_tokens tokens, per (batch row, value head), from the chunk-start state S (K x V):
+// delta_rule_chunk_tokens tokens, per (sequence, value head), from the chunk-start state S (K x V):
 //   gates   G_t = G_{t−1} + g_t (binary32, from 0 at the chunk start), Γ_t = e^{G_t}, Γ⁻¹_t = e^{−G_t}
 //   A       A_tm = β_t · Σ_i bf(Γ_ti k_ti) bf(Γ⁻¹_mi w_mi)                  (m < t; 0 for GLA)
 //   𝒯       forward substitution in binary32: 𝒯_jj = 1, 𝒯_tj = −Σ_{m=j}^{t−1} A_tm 𝒯_mj (fma, m rising)
@@ -24,6 +24,7 @@
 
 #include "kalman_oracle/detail/mutant.hpp"
 #include "kalman_oracle/gpu/delta_rule_chunked.hpp"
+#include "kalman_oracle/gpu/delta_rule_sequences.hpp"
 #include "kalman_oracle/gpu/models/delta_rule_chunk.cuh"
 #include "kalman_oracle/models/fixed_gain_chunked.hpp"
 
@@ -34,42 +35,46 @@ static_assert(double(delta_rule_factored_log_decay_floor) == factored_log_decay_
 
 namespace detail {
 
+/// The inputs of one (sequence, value head): token t is the sequence's, in batch row b from token t0;
+/// the initial state is the sequence's (index s).
 template <class In>
 struct delta_rule_reader {
   const delta_rule_problem& p;
-  long long b, h;
+  long long b, t0, s, h;
 
   float k(long long t, long long i) const {
-    return load_widened<In>(p.k, offset_of(p.k, b, t, h / p.key_head_group, i));
+    return load_widened<In>(p.k, offset_of(p.k, b, t0 + t, h / p.key_head_group, i));
   }
   float q(long long t, long long i) const {
-    return load_widened<In>(p.q, offset_of(p.q, b, t, h / p.key_head_group, i));
+    return load_widened<In>(p.q, offset_of(p.q, b, t0 + t, h / p.key_head_group, i));
   }
-  float v(long long t, long long j) const { return load_widened<In>(p.v, offset_of(p.v, b, t, h, j)); }
+  float v(long long t, long long j) const { return load_widened<In>(p.v, offset_of(p.v, b, t0 + t, h, j)); }
   /// The write key: κ_t for the two-key rule, else k_t.
   float w(long long t, long long i) const {
-    return p.rule == delta_rule_kind::two_key ? load_widened<In>(p.kappa, offset_of(p.kappa, b, t, h, i)) : k(t, i);
+    return p.rule == delta_rule_kind::two_key ? load_widened<In>(p.kappa, offset_of(p.kappa, b, t0 + t, h, i))
+                                              : k(t, i);
   }
   float beta(long long t) const {
-    return p.rule == delta_rule_kind::beta_form ? load_widened<In>(p.beta, offset_of(p.beta, b, t, h)) : 1.0f;
+    return p.rule == delta_rule_kind::beta_form ? load_widened<In>(p.beta, offset_of(p.beta, b, t0 + t, h)) : 1.0f;
   }
   float g(long long t, long long i) const {
     switch (p.gate) {
       case delta_rule_gate::none: return 0.0f;
-      case delta_rule_gate::per_head: return load_widened<In>(p.g, offset_of(p.g, b, t, h));
-      case delta_rule_gate::per_channel: return load_widened<In>(p.g, offset_of(p.g, b, t, h, i));
+      case delta_rule_gate::per_head: return load_widened<In>(p.g, offset_of(p.g, b, t0 + t, h));
+      case delta_rule_gate::per_channel: return load_widened<In>(p.g, offset_of(p.g, b, t0 + t, h, i));
     }
     return 0.0f;
   }
   float initial(long long i, long long j) const {
-    return p.initial_state.data ? load_widened<In>(p.initial_state, offset_of(p.initial_state, b, h, i, j)) : 0.0f;
+    return p.initial_state.data ? load_widened<In>(p.initial_state, offset_of(p.initial_state, s, h, i, j)) : 0.0f;
   }
 };
 
-/// One (batch row, head): every chunk in order (see the top of the file).
+/// One (sequence, head): every chunk in order (see the top of the file).
 template <class In>
-void delta_rule_head_twin(const delta_rule_problem& p, long long b, long long h) {
-  const delta_rule_reader<In> in{p, b, h};
+void delta_rule_head_twin(const delta_rule_problem& p, const delta_rule_sequence& sequence, long long h) {
+  const long long b = sequence.batch_row, t0 = sequence.first_token, T = sequence.tokens;
+  const delta_rule_reader<In> in{p, b, t0, sequence.state, h};
   const int K = p.key_dim, V = p.value_dim, C = delta_rule_chunk_tokens;
   const bool erases = p.rule != delta_rule_kind::gla;
   std::vector<float> S(static_cast<std::size_t>(K) * V);
@@ -77,8 +82,8 @@ void delta_rule_head_twin(const delta_rule_problem& p, long long b, long long h)
     for (int j = 0; j < V; ++j) S[i * V + j] = in.initial(i, j);
   const auto at = [](std::vector<float>& m, int cols, int r, int c) -> float& { return m[r * cols + c]; };
 
-  for (int c0 = 0; c0 < p.tokens; c0 += C) {
-    const int n = p.tokens - c0 < C ? p.tokens - c0 : C;
+  for (int c0 = 0; c0 < T; c0 += C) {
+    const int n = T - c0 < C ? static_cast<int>(T - c0) : C;
     // Gates, keys and queries of the chunk; the operands of A, the scores, X and the carry.
     std::vector<float> G(static_cast<std::size_t>(n) * K), beta(n), kg(G.size()), kn(G.size()), qg(G.size()),
         kl(G.size()), X(G.size());
@@ -177,7 +182,7 @@ void delta_rule_head_twin(const delta_rule_problem& p, long long b, long long h)
         float o = 0.0f;
         for (int i = 0; i < K; ++i) o = fma_rn(at(qg, K, t, i), Sb[i * V + j], o);
         for (int m = 0; m <= t; ++m) o = fma_rn(P[m], at(U, V, m, j), o);
-        p.o[((b * p.tokens + c0 + t) * p.heads + h) * V + j] = o;
+        p.o[((b * p.tokens + t0 + c0 + t) * p.heads + h) * V + j] = o;
       }
     }
     // The carry.
@@ -194,19 +199,21 @@ void delta_rule_head_twin(const delta_rule_problem& p, long long b, long long h)
     }
   }
   for (int i = 0; i < K; ++i)
-    for (int j = 0; j < V; ++j) p.final_state[((b * p.heads + h) * K + i) * V + j] = S[i * V + j];
+    for (int j = 0; j < V; ++j) p.final_state[((sequence.state * p.heads + h) * K + i) * V + j] = S[i * V + j];
 }
 
 }  // namespace detail
 
-/// The twin of delta_rule_host (host pointers; same outputs, same layout).
+/// The twin of delta_rule_host (host pointers; same outputs, same layout), sequence by sequence.
 inline void delta_rule_twin(const delta_rule_problem& p) {
   delta_rule_check(p);
-  for (long long b = 0; b < p.batch; ++b)
+  const std::vector<delta_rule_sequence_start> starts = delta_rule_sequence_starts(p);
+  const delta_rule_chunk_map map = delta_rule_chunks(p, starts, starts.empty() ? nullptr : starts.data());
+  for (long long n = 0; n < map.sequences; ++n)
     for (long long h = 0; h < p.heads; ++h) switch (p.dtype) {
-        case input_dtype::f32: detail::delta_rule_head_twin<float>(p, b, h); break;
-        case input_dtype::bf16: detail::delta_rule_head_twin<bf16_bits>(p, b, h); break;
-        case input_dtype::f16: detail::delta_rule_head_twin<f16_bits>(p, b, h); break;
+        case input_dtype::f32: detail::delta_rule_head_twin<float>(p, map.sequence(n), h); break;
+        case input_dtype::bf16: detail::delta_rule_head_twin<bf16_bits>(p, map.sequence(n), h); break;
+        case input_dtype::f16: detail::delta_rule_head_twin<f16_bits>(p, map.sequence(n), h); break;
       }
 }
 
