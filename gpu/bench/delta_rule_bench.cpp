@@ -9,7 +9,9 @@
 // measured in the same run; and each of the three launches timed alone (prepare_ms, state_ms,
 // output_ms). Then the backward (delta_rule_backward.hpp, binary32) on the same inputs from random
 // cotangents of o and the final state, every gradient: its time, its ratio to the forward's, and its
-// five launches timed alone (launch_ms: operands, states, cotangents, value sums, channels).
+// five launches timed alone (launch_ms: operands, states, cotangents, value sums, channels). Last, GDN's
+// varlen batch of the same 32768 tokens at H = 16 (B = 1, 16 sequences of 2048 ± d, d from 0 to 2047:
+// lengths 1 to 4095, cu_seqlens; docs/kernels.md, "Variable-length batches"), to set beside B = 2.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -40,7 +42,11 @@ void delta_rule_bench(int repeats, const cudaDeviceProp& prop) {
     std::fprintf(stderr, "gpu_bench: no bf16 matrix-product baseline: %s\n", matmul.missing.c_str());
   struct shape {
     int B, T, H;
+    bool varlen = false;  // B = 1 holding varlen_lengths, GDN only
   };
+  std::vector<long long> cu_seqlens{0};
+  for (const long long d : {1, 65, 2047, 0, 64, 1000, 33, 0})
+    for (const long long length : {2048 - d, 2048 + d}) cu_seqlens.push_back(cu_seqlens.back() + length);
   // The log gates drawn in [g_lo, 0]; the last variant (B = 2 only) decays strongly, about −2 a token:
   // every chunk past the factoring floor, per pair off the tensor cores (docs/kernels.md, "Strong decay").
   struct variant {
@@ -52,13 +58,15 @@ void delta_rule_bench(int repeats, const cudaDeviceProp& prop) {
                               {delta_rule_gate::per_head, -0.05f, "gdn"},
                               {delta_rule_gate::per_channel, -0.05f, "kda"},
                               {delta_rule_gate::per_channel, -4.0f, "kda_strong_decay"}};
-  for (const shape s : {shape{2, 16384, 16}, shape{1, 8192, 96}})
+  for (const shape s : {shape{2, 16384, 16}, shape{1, 8192, 96}, shape{1, 32768, 16, true}})
     for (const variant& x : variants) {
       if (x.g_lo < -1 && s.B != 2) continue;
+      if (s.varlen && x.gate != delta_rule_gate::per_head) continue;
       const delta_rule_gate gate = x.gate;
       const std::size_t B = s.B, t = s.T, H = s.H, K = 128, V = 128;
       const input_dtype dtype = input_dtype::bf16;
       const std::size_t G = gate == delta_rule_gate::per_channel ? K : 1;
+      const std::size_t N = s.varlen ? cu_seqlens.size() - 1 : B;       // sequences
       void* k = device_inputs(B * t * H * K, 1, -0.09f, 0.09f, dtype);  // |k| about 0.6
       void* q = device_inputs(B * t * H * K, 2, -1.0f, 1.0f, dtype);
       void* v = device_inputs(B * t * H * V, 3, -1.0f, 1.0f, dtype);
@@ -66,7 +74,7 @@ void delta_rule_bench(int repeats, const cudaDeviceProp& prop) {
       void* g = device_inputs(B * t * H * G, 5, x.g_lo, 0.0f, dtype);
       float *o = nullptr, *final_state = nullptr;
       check(cudaMalloc(&o, B * t * H * V * 4), "cudaMalloc");
-      check(cudaMalloc(&final_state, B * H * K * V * 4), "cudaMalloc");
+      check(cudaMalloc(&final_state, N * H * K * V * 4), "cudaMalloc");
       delta_rule_problem p;
       p.rule = delta_rule_kind::beta_form;
       p.gate = gate;
@@ -77,6 +85,7 @@ void delta_rule_bench(int repeats, const cudaDeviceProp& prop) {
       p.value_dim = static_cast<int>(V);
       p.dtype = dtype;
       p.tau = static_cast<float>(std::pow(static_cast<double>(K), -0.5));
+      if (s.varlen) p.cu_seqlens = cu_seqlens.data(), p.sequences = static_cast<int>(N);
       const long long tk = s.T, h = s.H, kk = static_cast<long long>(K);
       p.k = strided_view(k, tk * h * kk, h * kk, kk, 1);
       p.q = strided_view(q, tk * h * kk, h * kk, kk, 1);
@@ -89,11 +98,17 @@ void delta_rule_bench(int repeats, const cudaDeviceProp& prop) {
       // The workspace allocated once, as a caller that runs the kernels repeatedly would.
       const std::size_t workspace_bytes = delta_rule_workspace_bytes(p);
       check(cudaMalloc(&p.workspace, workspace_bytes), "cudaMalloc");
-      const std::size_t bytes = 2 * (B * t * H * (2 * K + V + 1 + G)) + 4 * (B * t * H * V + B * H * K * V);
+      const std::size_t bytes = 2 * (B * t * H * (2 * K + V + 1 + G)) + 4 * (B * t * H * V + N * H * K * V);
       // Per chunk of C = 64 and value block: A and the scores (C·C·K each), W (C·C·K), U, WS, the
       // inter-chunk read and P·Ũ (C·C·V, C·K·V, C·K·V, C·C·V), the carry (K·C·V); 2 FLOPs a product.
-      const double C = 64, chunks = std::ceil(static_cast<double>(t) / C);
-      const double flops = 2.0 * B * H * chunks * (3 * C * C * K + 2 * C * C * V + 3 * C * K * V);
+      const double C = 64;
+      double chunks = B * std::ceil(static_cast<double>(t) / C);  // every sequence's
+      if (s.varlen) {
+        chunks = 0;
+        for (std::size_t n = 0; n < N; ++n)
+          chunks += std::ceil(static_cast<double>(cu_seqlens[n + 1] - cu_seqlens[n]) / C);
+      }
+      const double flops = 2.0 * H * chunks * (3 * C * C * K + 2 * C * C * V + 3 * C * K * V);
       const double ms = median_ms(repeats, [&] { delta_rule_device(p); });
       check(cudaGetLastError(), "delta_rule kernel");
       // Where the time goes: each launch alone, on the workspace the full runs above left.
@@ -113,7 +128,8 @@ void delta_rule_bench(int repeats, const cudaDeviceProp& prop) {
       std::printf("{\"kernel\": \"delta_rule_prepare_phases\", \"gate\": %d, \"B\": %d, \"H\": %d, \"cycles\": [%s]}\n",
                   static_cast<int>(gate), s.B, s.H, phases.c_str());
 #endif
-      const char* name = x.name;
+      const std::string label = std::string(x.name) + (s.varlen ? "_varlen" + std::to_string(N) : "");
+      const char* name = label.c_str();
       std::printf(
           "{\"device\": \"%s\", \"kernel\": \"delta_rule_chunked\", \"problem\": \"%s_B%d_T%d_H%d_K128_V128\", "
           "\"B\": %d, \"T\": %d, \"H\": %d, \"K\": 128, \"V\": 128, \"dtype\": \"bf16\", \"ms\": %.4f, "
@@ -132,7 +148,7 @@ void delta_rule_bench(int repeats, const cudaDeviceProp& prop) {
       delta_rule_backward_problem bp;
       bp.forward = p;
       void* d_o = device_inputs(B * t * H * V, 6, -1.0f, 1.0f, input_dtype::f32);
-      void* d_final = device_inputs(B * H * K * V, 7, -1.0f, 1.0f, input_dtype::f32);
+      void* d_final = device_inputs(N * H * K * V, 7, -1.0f, 1.0f, input_dtype::f32);
       bp.d_o = static_cast<const float*>(d_o);
       bp.d_final_state = static_cast<const float*>(d_final);
       std::vector<void*> gradients;
@@ -143,7 +159,7 @@ void delta_rule_bench(int repeats, const cudaDeviceProp& prop) {
         return static_cast<float*>(x);
       };
       bp.dq = gradient(B * t * H * K), bp.dk = gradient(B * t * H * K), bp.dv = gradient(B * t * H * V);
-      bp.dbeta = gradient(B * t * H), bp.dg = gradient(B * t * H * G), bp.d_initial_state = gradient(B * H * K * V);
+      bp.dbeta = gradient(B * t * H), bp.dg = gradient(B * t * H * G), bp.d_initial_state = gradient(N * H * K * V);
       if (gate == delta_rule_gate::none) bp.dg = nullptr;
       const std::size_t backward_workspace = delta_rule_backward_workspace_bytes(bp);
       check(cudaMalloc(&bp.workspace, backward_workspace), "cudaMalloc");
