@@ -199,7 +199,7 @@ template <class In>
 __global__ void __launch_bounds__(operands_threads) operands_kernel(const launch_args a) {
   extern __shared__ float shared[];
   const delta_rule_problem& p = a.bp.forward;
-  const int chunk_g = blockIdx.x;  // NC < 2^31: T < 2^31 tokens
+  const int chunk_g = blockIdx.x;  // below 2^31: gridDim.x
   const long long h = blockIdx.y;
   // The chunk's reader: its token t is token t0 + t of batch row b (fewer values live than a sequence's
   // reader asked for the chunk's offset plus t).
@@ -429,7 +429,7 @@ __global__ void __launch_bounds__(value_sums_threads) value_sums_kernel(const la
   extern __shared__ float shared[];
   const delta_rule_backward_problem& bp = a.bp;
   const delta_rule_problem& p = bp.forward;
-  const int chunk_g = blockIdx.x;  // NC < 2^31: T < 2^31 tokens
+  const int chunk_g = blockIdx.x;  // below 2^31: gridDim.x
   const long long h = blockIdx.y;
   const chunk_origin origin = origin_of_chunk(a.map, chunk_g);  // as launch 1
   const int K = a.rec.K, V = a.rec.V, n = origin.tokens, KP = padded(K), CP = padded(C), TP = padded(columns),
@@ -564,7 +564,7 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
   extern __shared__ float shared[];
   const delta_rule_backward_problem& bp = a.bp;
   const delta_rule_problem& p = bp.forward;
-  const int chunk_g = blockIdx.x;  // NC < 2^31: T < 2^31 tokens
+  const int chunk_g = blockIdx.x;  // below 2^31: gridDim.x
   const long long key_head = blockIdx.y;
   const chunk_origin origin = origin_of_chunk(a.map, chunk_g);  // as launch 1
   const int K = a.rec.K, n = origin.tokens, group = p.key_head_group, H = p.heads / group, b = origin.batch_row,
