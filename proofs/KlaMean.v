@@ -43,24 +43,11 @@ Hypothesis eta0_nonneg : 0 <= eta0.
 
 (** ** The rounding of one operation against any exact value *)
 
-Lemma prod_err : forall fl x e, prod_ok u eta0 fl x ->
-  Rabs (fl x - e) <= Rabs (x - e) * (1 + u) + u * Rabs e + eta0.
+(** One relative rounding x(1 + d), |d| ≤ u, against any exact value e: the step both roundings share. *)
+Lemma scaled_err : forall x d e, Rabs d <= u ->
+  Rabs (x * (1 + d) - e) <= Rabs (x - e) * (1 + u) + u * Rabs e.
 Proof.
-  intros fl x e [d [r [Hd [Hr Hfl]]]]. rewrite Hfl.
-  replace (x * (1 + d) + r - e) with ((x - e) * (1 + d) + e * d + r) by ring.
-  eapply Rle_trans; [apply Rabs_triang|].
-  eapply Rle_trans; [apply Rplus_le_compat_r, Rabs_triang|].
-  rewrite !Rabs_mult.
-  assert (Rabs (1 + d) <= 1 + u).
-  { eapply Rle_trans; [apply Rabs_triang|]. rewrite Rabs_R1. lra. }
-  pose proof (Rabs_pos (x - e)). pose proof (Rabs_pos e). pose proof (Rabs_pos d).
-  nra.
-Qed.
-
-Lemma sum_err : forall fl x e, sum_ok u fl x ->
-  Rabs (fl x - e) <= Rabs (x - e) * (1 + u) + u * Rabs e.
-Proof.
-  intros fl x e [d [Hd Hfl]]. rewrite Hfl.
+  intros x d e Hd.
   replace (x * (1 + d) - e) with ((x - e) * (1 + d) + e * d) by ring.
   eapply Rle_trans; [apply Rabs_triang|].
   rewrite !Rabs_mult.
@@ -68,6 +55,21 @@ Proof.
   { eapply Rle_trans; [apply Rabs_triang|]. rewrite Rabs_R1. lra. }
   pose proof (Rabs_pos (x - e)). pose proof (Rabs_pos e). pose proof (Rabs_pos d).
   nra.
+Qed.
+
+Lemma prod_err : forall fl x e, prod_ok u eta0 fl x ->
+  Rabs (fl x - e) <= Rabs (x - e) * (1 + u) + u * Rabs e + eta0.
+Proof.
+  intros fl x e [d [r [Hd [Hr Hfl]]]]. rewrite Hfl.
+  replace (x * (1 + d) + r - e) with ((x * (1 + d) - e) + r) by ring.
+  eapply Rle_trans; [apply Rabs_triang|].
+  pose proof (scaled_err x d e Hd). lra.
+Qed.
+
+Lemma sum_err : forall fl x e, sum_ok u fl x ->
+  Rabs (fl x - e) <= Rabs (x - e) * (1 + u) + u * Rabs e.
+Proof.
+  intros fl x e [d [Hd Hfl]]. rewrite Hfl. apply scaled_err, Hd.
 Qed.
 
 Lemma prod_size : forall fl x, prod_ok u eta0 fl x -> Rabs (fl x) <= Rabs x * (1 + u) + eta0.

@@ -79,6 +79,12 @@ TEST_SUITE("twin") {
           run_delta_rule_varlen_case(c, seed, [](const delta_rule_problem& p) { delta_rule_twin(p); });
       CHECK(whole.o == apart.o);
       CHECK(whole.final_state == apart.final_state);
+      // Written (the buffers start at zero): every case has an initial state or tokens in each sequence.
+      const auto nonzero = [](const std::vector<float>& x) {
+        return std::any_of(x.begin(), x.end(), [](float v) { return v != 0.0f; });
+      };
+      CHECK(nonzero(whole.final_state));
+      if (!whole.o.empty()) CHECK(nonzero(whole.o));
     });
   }
 
