@@ -25,7 +25,7 @@
 //                                   the same; exit 1 without a device)
 //   kalman-oracle-gpu validate --model kla [--shape B,T,M,S ...] [--sample-channels N] [--json]
 //   kalman-oracle-gpu validate --model kdn_diagonal|kdn_isotropic [--shape B,T,H,K ...] [--sample-heads N]
-//   kalman-oracle-gpu validate --model gla|delta_net|gated_delta_net|kda [--shape B,T,H,K[,V] ...]
+//   kalman-oracle-gpu validate --model gla|delta_net|gated_delta_net|kda [--shape B,T,H,K[,V][/N] ...]
 //                                   [--sample-heads N]
 //                                   a kernel (forward and backward) at production shapes against the
 //                                   binary64 reference run on the spot (validate_kla.hpp,
@@ -106,24 +106,42 @@ bool parse_four(const std::string& text, int& a, int& b, int& c, int& d) {
 }
 
 /// `validate --model gla|delta_net|gated_delta_net|kda`: the shapes given (B,T,H,K or B,T,H,K,V; V = K
-/// when not given), or the production shapes, T at the 64-token chunk edges ± 1, and narrow heads.
+/// when not given; "/N" after them: B = 1 and the T tokens as N sequences, cu_seqlens), or the issue's
+/// production shapes, T at the 64-token chunk edges ± 1, narrow heads, and varlen batches.
 int run_validate_delta_rule(const std::vector<std::string>& shape_texts, delta_rule_validate_options options) {
   for (const std::string& text : shape_texts) {
     delta_rule_validate_shape n{};
+    const std::size_t slash = text.find('/');
+    const std::string sizes = text.substr(0, slash);
     char tail = 0;
-    const int read = std::sscanf(text.c_str(), "%d,%d,%d,%d,%d%c", &n.B, &n.T, &n.H, &n.K, &n.V, &tail);
+    const int read = std::sscanf(sizes.c_str(), "%d,%d,%d,%d,%d%c", &n.B, &n.T, &n.H, &n.K, &n.V, &tail);
     if (read == 4) n.V = n.K;
-    if ((read != 4 && read != 5) || n.B < 1 || n.T < 0 || n.H < 1) {
-      std::fprintf(stderr, "kalman-oracle-gpu: --shape %s: want B,T,H,K or B,T,H,K,V with B, H >= 1, T >= 0\n",
+    bool good = (read == 4 || read == 5) && n.B >= 1 && n.T >= 0 && n.H >= 1;
+    if (slash != std::string::npos)
+      good = good && std::sscanf(text.c_str() + slash + 1, "%d%c", &n.sequences, &tail) == 1 && n.sequences >= 1 &&
+             n.B == 1;
+    if (!good) {
+      std::fprintf(stderr,
+                   "kalman-oracle-gpu: --shape %s: want B,T,H,K or B,T,H,K,V with B, H >= 1, T >= 0, optionally "
+                   "followed by /N (N >= 1 sequences in T tokens, B = 1)\n",
                    text.c_str());
       return 2;
     }
     options.shapes.push_back(n);
   }
   if (options.shapes.empty())
-    options.shapes = {{2, 16384, 16, 128, 128}, {1, 8192, 96, 128, 128}, {2, 63, 2, 64, 64},
-                      {2, 64, 2, 64, 64},       {2, 65, 2, 64, 64},      {1, 4095, 2, 128, 128},
-                      {1, 4097, 2, 128, 128},   {1, 200, 3, 16, 48},     {1, 1, 2, 32, 32}};
+    options.shapes = {{2, 16384, 16, 128, 128},
+                      {1, 8192, 96, 128, 128},
+                      {2, 63, 2, 64, 64},
+                      {2, 64, 2, 64, 64},
+                      {2, 65, 2, 64, 64},
+                      {1, 4095, 2, 128, 128},
+                      {1, 4097, 2, 128, 128},
+                      {1, 200, 3, 16, 48},
+                      {1, 1, 2, 32, 32},
+                      // The production shape's tokens as 16 sequences in one row; chunk-edge lengths.
+                      {1, 32768, 16, 128, 128, 16},
+                      {1, 1000, 2, 64, 64, 12}};
   if (!device_ready(options.twin)) return 2;
   return validate_with_codes([&] {
     for (const delta_rule_validate_shape& n : options.shapes) {  // the kernel's size rules, before any work
@@ -218,8 +236,9 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::IsMember({"kla", "kdn_diagonal", "kdn_isotropic", "gla", "delta_net", "gated_delta_net", "kda"}));
   validate->add_option("--shape", shape_texts,
-                       "B,T,M,S for kla, B,T,H,K for the KDNs, B,T,H,K[,V] for the fixed-gain family (repeatable; "
-                       "default: the production shapes and chunk edges)");
+                       "B,T,M,S for kla, B,T,H,K for the KDNs, B,T,H,K[,V][/N] for the fixed-gain family (/N: "
+                       "B = 1, the T tokens as N sequences; repeatable; default: the production shapes, chunk "
+                       "edges and varlen batches)");
   validate->add_option("--sample-channels", validate_options.sample_channels, "kla: channels compared per shape")
       ->check(CLI::Range(1, 1 << 20));
   kdn_gain_validate_options kdn_validate;

@@ -66,14 +66,15 @@ delta_rule_validate_inputs draw(const delta_rule_validate_shape& n, const std::s
   if (has_gate(model))
     for (std::size_t i = 0; i < B * T * H * (gate_per_head(model) ? 1 : K); ++i)
       x.g.push_back(static_cast<float>(gate(rng)));
-  for (std::size_t i = 0; i < B * H * K * V; ++i) x.initial.push_back(static_cast<float>(unit(rng)));
+  const std::size_t states = n.sequences > 0 ? static_cast<std::size_t>(n.sequences) : B;  // [N, H, K, V]
+  for (std::size_t i = 0; i < states * H * K * V; ++i) x.initial.push_back(static_cast<float>(unit(rng)));
   return x;
 }
 
-/// Batch row b, head h of the drawn inputs as a one-row, one-head problem for the reference.
+/// Sequence s, head h of the drawn inputs as a one-row, one-head problem for the reference.
 fixed_gain_inputs<double> head_inputs(const delta_rule_validate_inputs& x, const delta_rule_validate_shape& n,
-                                      const std::string& model, long long b, long long h, float tau) {
-  const std::size_t T = n.T, H = n.H, K = n.K, V = n.V;
+                                      const std::string& model, const delta_rule_sequence& s, long long h, float tau) {
+  const std::size_t T = static_cast<std::size_t>(s.tokens), H = n.H, K = n.K, V = n.V;
   const std::size_t G = gate_per_head(model) ? 1 : K;
   fixed_gain_inputs<double> in;
   in.rule = model == "gla"               ? fixed_gain_rule::gla
@@ -88,7 +89,11 @@ fixed_gain_inputs<double> head_inputs(const delta_rule_validate_inputs& x, const
   in.initial_state = tensor<double>("initial_state", {1, 1, K, V});
   in.scale = static_cast<double>(tau);  // the kernel's query scale, as the fixtures' reference takes it
   for (std::size_t t = 0; t < T; ++t) {
-    const std::size_t row = (static_cast<std::size_t>(b) * T + t) * H + static_cast<std::size_t>(h);  // [B, T, H]
+    // [B, T, H]: the sequence's row, from its first token.
+    const std::size_t row = (static_cast<std::size_t>(s.batch_row) * static_cast<std::size_t>(n.T) +
+                             static_cast<std::size_t>(s.first_token) + t) *
+                                H +
+                            static_cast<std::size_t>(h);
     for (std::size_t i = 0; i < K; ++i) {
       in.q.data()[t * K + i] = x.q[row * K + i];
       in.k.data()[t * K + i] = x.k[row * K + i];
@@ -98,19 +103,58 @@ fixed_gain_inputs<double> head_inputs(const delta_rule_validate_inputs& x, const
     if (in.g)
       for (std::size_t i = 0; i < G; ++i) in.g->data()[t * G + i] = x.g[row * G + i];
   }
-  const std::size_t state = (static_cast<std::size_t>(b) * H + static_cast<std::size_t>(h)) * K * V;
+  const std::size_t state = (static_cast<std::size_t>(s.state) * H + static_cast<std::size_t>(h)) * K * V;
   for (std::size_t e = 0; e < K * V; ++e) in.initial_state->data()[e] = x.initial[state + e];
   return in;
 }
 
 }  // namespace
 
+std::vector<delta_rule_sequence> validate_sequences(const delta_rule_problem& p) {
+  std::vector<delta_rule_sequence> list;
+  const int rows = p.cu_seqlens != nullptr ? p.sequences : p.batch;
+  for (int n = 0; n < rows; ++n) {
+    delta_rule_sequence s;
+    s.state = n;
+    s.batch_row = p.cu_seqlens != nullptr ? 0 : n;
+    s.first_token = p.cu_seqlens != nullptr ? p.cu_seqlens[n] : 0;
+    s.tokens = static_cast<int>(p.cu_seqlens != nullptr ? p.cu_seqlens[n + 1] - p.cu_seqlens[n] : p.tokens);
+    list.push_back(s);
+  }
+  return list;
+}
+
+std::vector<long long> varlen_offsets(int tokens, int sequences, unsigned seed) {
+  std::mt19937_64 rng(seed + 0x7a51e9u);
+  constexpr int C = delta_rule_chunk_tokens;
+  std::vector<long long> lengths;
+  long long left = tokens;
+  for (const long long edge : {0, 1, C - 1, C, C + 1, 2 * C - 1, 2 * C, 2 * C + 1})
+    if (static_cast<int>(lengths.size()) + 1 < sequences && edge <= left) {
+      lengths.push_back(edge);
+      left -= edge;
+    }
+  // The rest: cut [0, left] at sequences − 1 − (taken) points drawn uniformly, sorted.
+  std::vector<long long> cuts{0, left};
+  std::uniform_int_distribution<long long> cut(0, left);
+  while (static_cast<int>(lengths.size() + cuts.size()) - 1 < sequences) cuts.push_back(cut(rng));
+  std::sort(cuts.begin(), cuts.end());
+  for (std::size_t i = 1; i < cuts.size(); ++i) lengths.push_back(cuts[i] - cuts[i - 1]);
+  std::shuffle(lengths.begin(), lengths.end(), rng);
+  std::vector<long long> offsets{0};
+  for (const long long length : lengths) offsets.push_back(offsets.back() + length);
+  return offsets;
+}
+
 int validate_delta_rule(const delta_rule_validate_options& o) {
   int status = 0;
   for (const delta_rule_validate_shape& n : o.shapes) {
     const long long B = n.B, T = n.T, H = n.H, K = n.K, V = n.V;
     const delta_rule_validate_inputs x = draw(n, o.model, o.seed);
+    const std::vector<long long> cu_seqlens =
+        n.sequences > 0 ? varlen_offsets(n.T, n.sequences, o.seed) : std::vector<long long>{};
     delta_rule_problem p;
+    if (n.sequences > 0) p.cu_seqlens = cu_seqlens.data(), p.sequences = n.sequences;
     p.rule = o.model == "gla" ? delta_rule_kind::gla : delta_rule_kind::beta_form;
     p.gate = !has_gate(o.model)       ? delta_rule_gate::none
              : gate_per_head(o.model) ? delta_rule_gate::per_head
@@ -126,7 +170,8 @@ int validate_delta_rule(const delta_rule_validate_options& o) {
       p.g = gate_per_head(o.model) ? strided_view(x.g.data(), T * H, H, 1)
                                    : strided_view(x.g.data(), T * H * K, H * K, K, 1);
     p.initial_state = strided_view(x.initial.data(), H * K * V, K * V, V, 1);
-    std::vector<float> out(B * T * H * V, NAN), final_state(B * H * K * V, NAN);
+    const long long N = n.sequences > 0 ? n.sequences : B;
+    std::vector<float> out(B * T * H * V, NAN), final_state(N * H * K * V, NAN);
     p.o = out.data(), p.final_state = final_state.data();
     if (o.twin) {
       delta_rule_twin(p);
@@ -141,60 +186,83 @@ int validate_delta_rule(const delta_rule_validate_options& o) {
     // The binary64 chunked form and its budgets, one (sampled head, batch row) a task.
     const std::vector<long long> heads = spread_sample(o.sample_heads, H);
     const unsigned threads = o.threads != 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
-    const nlohmann::json shape{
+    nlohmann::json shape{
         {"model", o.model}, {"device", o.twin ? "twin" : "cuda"}, {"B", n.B}, {"T", n.T}, {"H", n.H}, {"K", n.K},
         {"V", n.V},         {"sampled_heads", heads.size()}};
-    char label[160];
-    std::snprintf(label, sizeof label, "%s %s B=%d T=%d H=%d K=%d V=%d (%zu heads)", o.model.c_str(),
-                  o.twin ? "twin" : "kernel", n.B, n.T, n.H, n.K, n.V, heads.size());
-    if (check_memory_against_reference(
-            n, out, final_state, heads,
-            [&](long long b, long long h) { return head_inputs(x, n, o.model, b, h, p.tau); }, threads, o.json, label,
-            shape) != 0)
+    // A varlen shape names its sequences (and the lengths, for the record).
+    char sequences[48] = "";
+    if (n.sequences > 0) {
+      std::vector<long long> lengths;
+      for (std::size_t i = 1; i < cu_seqlens.size(); ++i) lengths.push_back(cu_seqlens[i] - cu_seqlens[i - 1]);
+      shape["sequences"] = n.sequences;
+      shape["lengths"] = lengths;
+      std::snprintf(sequences, sizeof sequences, " as %d sequence%s", n.sequences, n.sequences == 1 ? "" : "s");
+    }
+    const memory_head_problem head_problem = [&](const delta_rule_sequence& s, long long h) {
+      return head_inputs(x, n, o.model, s, h, p.tau);
+    };
+    const std::vector<delta_rule_sequence> list = validate_sequences(p);
+    char label[200];
+    std::snprintf(label, sizeof label, "%s %s B=%d T=%d%s H=%d K=%d V=%d (%zu heads)", o.model.c_str(),
+                  o.twin ? "twin" : "kernel", n.B, n.T, sequences, n.H, n.K, n.V, heads.size());
+    if (check_memory_against_reference(n, list, out, final_state, heads, head_problem, threads, o.json, label, shape) !=
+        0)
       status = 1;
     // 5. The backward: every input's gradient against the binary64 adjoint (validate_delta_rule_backward.hpp).
-    std::snprintf(label, sizeof label, "%s backward %s B=%d T=%d H=%d K=%d V=%d (%zu heads)", o.model.c_str(),
-                  o.twin ? "twin" : "kernel", n.B, n.T, n.H, n.K, n.V, heads.size());
-    if (check_memory_backward_against_reference(
-            p, o.twin, o.seed, heads, [&](long long b, long long h) { return head_inputs(x, n, o.model, b, h, p.tau); },
-            threads, o.json, label, shape) != 0)
+    std::snprintf(label, sizeof label, "%s backward %s B=%d T=%d%s H=%d K=%d V=%d (%zu heads)", o.model.c_str(),
+                  o.twin ? "twin" : "kernel", n.B, n.T, sequences, n.H, n.K, n.V, heads.size());
+    if (check_memory_backward_against_reference(p, o.twin, o.seed, heads, head_problem, threads, o.json, label,
+                                                shape) != 0)
       status = 1;
   }
   return status;
 }
 
-int check_memory_against_reference(
-    const delta_rule_validate_shape& n, const std::vector<float>& out, const std::vector<float>& final_state,
-    const std::vector<long long>& heads,
-    const std::function<fixed_gain_inputs<double>(long long b, long long h)>& head_problem, unsigned threads, bool json,
-    const std::string& label, const nlohmann::json& shape) {
-  const long long B = n.B, T = n.T, H = n.H, K = n.K, V = n.V;
-  const std::size_t tasks = heads.size() * static_cast<std::size_t>(B);
+int check_memory_against_reference(const delta_rule_validate_shape& n,
+                                   const std::vector<delta_rule_sequence>& sequences, const std::vector<float>& out,
+                                   const std::vector<float>& final_state, const std::vector<long long>& heads,
+                                   const memory_head_problem& head_problem, unsigned threads, bool json,
+                                   const std::string& label, const nlohmann::json& shape) {
+  const long long T = n.T, H = n.H, K = n.K, V = n.V;
+  const std::size_t N = sequences.size(), tasks = heads.size() * N;
   std::vector<std::optional<check::fixed_gain_tensor_core_result>> per_task(tasks);
   kalman_oracle::detail::parallel_for(tasks, threads, [&](std::size_t j) {
-    const long long h = heads[j / static_cast<std::size_t>(B)], b = static_cast<long long>(j) % B;
-    per_task[j].emplace(
-        check::fixed_gain_tensor_core_budget(head_problem(b, h), operand_format::bf16, delta_rule_chunk_tokens));
+    const fixed_gain_inputs<double> in = head_problem(sequences[j % N], heads[j / N]);
+    if (sequences[j % N].tokens > 0) {
+      per_task[j].emplace(check::fixed_gain_tensor_core_budget(in, operand_format::bf16, delta_rule_chunk_tokens));
+      return;
+    }
+    // An empty sequence (the reference takes none): its final state is its initial state, exactly.
+    check::fixed_gain_tensor_core_result& r = per_task[j].emplace();
+    const std::size_t Ks = static_cast<std::size_t>(K), Vs = static_cast<std::size_t>(V);
+    r.final_state = in.initial_state ? *in.initial_state : tensor<double>("final_state", {1, 1, Ks, Vs});
+    r.final_state_budget = tensor<double>("final_state", {1, 1, Ks, Vs});
   });
   comparison o_cmp, state_cmp;
   o_cmp.output = "o";
   state_cmp.output = "final_state";
   for (std::size_t j = 0; j < tasks; ++j) {
-    const long long h = heads[j / static_cast<std::size_t>(B)], b = static_cast<long long>(j) % B;
+    const long long h = heads[j / N];
+    const delta_rule_sequence& s = sequences[j % N];
+    // A row's name: its batch row, or its sequence in a varlen batch.
+    const std::string where =
+        n.sequences == 0 ? "batch " + std::to_string(s.batch_row) : "sequence " + std::to_string(s.state);
     const check::fixed_gain_tensor_core_result& r = *per_task[j];
-    for (long long t = 0; t < T; ++t)
+    for (long long t = 0; t < s.tokens; ++t)
       for (long long c = 0; c < V; ++c) {
         const std::size_t at = static_cast<std::size_t>(t * V + c);
-        o_cmp.add(out[((b * T + t) * H + h) * V + c], r.o.data()[at], r.o_budget.data()[at], [&] {
-          return "batch " + std::to_string(b) + ", token " + std::to_string(t) + ", head " + std::to_string(h) +
-                 ", value " + std::to_string(c);
-        });
+        o_cmp.add(out[((s.batch_row * T + s.first_token + t) * H + h) * V + c], r.o.data()[at], r.o_budget.data()[at],
+                  [&] {
+                    return where + ", token " + std::to_string(s.first_token + t) + ", head " + std::to_string(h) +
+                           ", value " + std::to_string(c);
+                  });
       }
     for (long long e = 0; e < K * V; ++e)
-      state_cmp.add(final_state[(b * H + h) * K * V + e], r.final_state.data()[e], r.final_state_budget.data()[e], [&] {
-        return "batch " + std::to_string(b) + ", head " + std::to_string(h) + ", key " + std::to_string(e / V) +
-               ", value " + std::to_string(e % V);
-      });
+      state_cmp.add(final_state[(s.state * H + h) * K * V + e], r.final_state.data()[e], r.final_state_budget.data()[e],
+                    [&] {
+                      return where + ", head " + std::to_string(h) + ", key " + std::to_string(e / V) + ", value " +
+                             std::to_string(e % V);
+                    });
   }
   // A budget at or above the output's scale says nothing (long runs without decay: docs/kernels.md).
   const auto count_vacuous = [&](comparison& c, auto value, auto budget) {

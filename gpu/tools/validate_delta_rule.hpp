@@ -10,13 +10,24 @@
 #include <vector>
 
 #include "kalman_oracle/gpu/delta_rule_chunked.hpp"
+#include "kalman_oracle/gpu/delta_rule_sequences.hpp"
 #include "kalman_oracle/models/fixed_gain.hpp"
 
 namespace kalman_oracle::gpu::tools {
 
+/// B rows of T tokens each, H heads (one key head per value head), K, V; or, with sequences = N > 0,
+/// one row (B = 1) of T tokens holding N sequences back to back (the kernels' cu_seqlens), their lengths
+/// drawn by varlen_offsets.
 struct delta_rule_validate_shape {
   int B, T, H, K, V;
+  int sequences = 0;
 };
+
+/// The cu_seqlens of `sequences` sequences in T tokens (N + 1 offsets, 0 … T), drawn from `seed`:
+/// lengths at the chunk edges first (0, 1, C − 1, C, C + 1, 2C − 1, 2C, 2C + 1 with C = 64, while the
+/// tokens last and one sequence is left for the rest), the rest cut uniformly at random; the order
+/// shuffled, so that sequences start anywhere in a chunk of the packed row.
+std::vector<long long> varlen_offsets(int tokens, int sequences, unsigned seed);
 
 struct delta_rule_validate_options {
   std::string model = "kda";  ///< gla, delta_net, gated_delta_net or kda
@@ -32,15 +43,24 @@ struct delta_rule_validate_options {
 /// compared element is within its budget, 1 otherwise.
 int validate_delta_rule(const delta_rule_validate_options& options);
 
+/// The sequences of a memory problem by their definition (batch row b, or cu_seqlens[n] … cu_seqlens[n + 1]
+/// − 1 with states n), not through the kernels' chunk map (delta_rule_sequences.hpp), so that a bug there
+/// is not copied into the reference's inputs.
+std::vector<delta_rule_sequence> validate_sequences(const delta_rule_problem& p);
+
+/// One sequence and head of a memory problem as the reference's one-row, one-head binary64 problem.
+using memory_head_problem = std::function<fixed_gain_inputs<double>(const delta_rule_sequence& s, long long h)>;
+
 /// Steps 3 and 4 of validate_delta_rule (validate_delta_rule.cpp), for any memory the kernel ran:
-/// for each batch row of each sampled head, `head_problem(b, h)` (one row, one head, binary64) is run
-/// in the chunked WY form with the bf16-tc budget; the kernel's o [B, T, H, V] and final_state
-/// [B, H, K, V] are compared element by element and one line (or JSON object, `shape` its fields)
-/// printed per output, headed by `label`. Returns 0 when every element is within budget.
-int check_memory_against_reference(
-    const delta_rule_validate_shape& n, const std::vector<float>& out, const std::vector<float>& final_state,
-    const std::vector<long long>& heads,
-    const std::function<fixed_gain_inputs<double>(long long b, long long h)>& head_problem, unsigned threads, bool json,
-    const std::string& label, const nlohmann::json& shape);
+/// for each sequence (delta_rule_sequence_list: the batch rows, or cu_seqlens' sequences) of each
+/// sampled head, `head_problem(s, h)` is run in the chunked WY form with the bf16-tc budget; the
+/// kernel's o [B, T, H, V] and final_state [N, H, K, V] (N the sequences) are compared element by
+/// element and one line (or JSON object, `shape` its fields) printed per output, headed by `label`.
+/// Returns 0 when every element is within budget.
+int check_memory_against_reference(const delta_rule_validate_shape& n,
+                                   const std::vector<delta_rule_sequence>& sequences, const std::vector<float>& out,
+                                   const std::vector<float>& final_state, const std::vector<long long>& heads,
+                                   const memory_head_problem& head_problem, unsigned threads, bool json,
+                                   const std::string& label, const nlohmann::json& shape);
 
 }  // namespace kalman_oracle::gpu::tools

@@ -42,11 +42,14 @@ std::size_t concurrent_adjoints(const delta_rule_problem& p, unsigned threads) {
 
 }  // namespace
 
-int check_memory_backward_against_reference(
-    const delta_rule_problem& forward, bool twin, unsigned seed, const std::vector<long long>& heads,
-    const std::function<fixed_gain_inputs<double>(long long b, long long h)>& head_problem, unsigned threads, bool json,
-    const std::string& label, const nlohmann::json& shape) {
+int check_memory_backward_against_reference(const delta_rule_problem& forward, bool twin, unsigned seed,
+                                            const std::vector<long long>& heads,
+                                            const memory_head_problem& head_problem, unsigned threads, bool json,
+                                            const std::string& label, const nlohmann::json& shape) {
   const long long B = forward.batch, T = forward.tokens, H = forward.heads, K = forward.key_dim, V = forward.value_dim;
+  const std::vector<delta_rule_sequence> sequences = validate_sequences(forward);
+  const long long N = static_cast<long long>(sequences.size());
+  const bool varlen = forward.cu_seqlens != nullptr;
   if (forward.key_head_group != 1)
     throw std::invalid_argument("validate: the backward's check takes one key head per value head");
   if (T == 0) return 0;  // no token: nothing but d_initial_state = d_final_state (the twin test checks it)
@@ -58,11 +61,11 @@ int check_memory_backward_against_reference(
   // The cotangents, then the backward on the whole problem.
   std::mt19937_64 rng(seed + 0xbac4u);
   std::uniform_real_distribution<double> unit(-1.0, 1.0);
-  std::vector<float> d_o(B * T * H * V), d_final(B * H * K * V);
+  std::vector<float> d_o(B * T * H * V), d_final(N * H * K * V);
   for (float& e : d_o) e = static_cast<float>(unit(rng));
   for (float& e : d_final) e = static_cast<float>(unit(rng));
   std::vector<float> dq(B * T * H * K, NAN), dk(dq.size(), NAN), dv(B * T * H * V, NAN), dbeta(B * T * H, NAN),
-      dkappa(B * T * H * K, NAN), dg(B * T * H * G, NAN), d_initial(B * H * K * V, NAN);
+      dkappa(B * T * H * K, NAN), dg(B * T * H * G, NAN), d_initial(N * H * K * V, NAN);
   delta_rule_backward_problem bp;
   bp.forward = forward;
   bp.d_o = d_o.data(), bp.d_final_state = d_final.data();
@@ -80,21 +83,33 @@ int check_memory_backward_against_reference(
 #endif
   }
 
-  // The reference adjoint of each (sampled head, batch row), binary64 values and their bounds at once.
-  const std::size_t tasks = heads.size() * static_cast<std::size_t>(B);
+  // The reference adjoint of each (sampled head, sequence), binary64 values and their bounds at once.
+  const std::size_t tasks = heads.size() * sequences.size();
+  const auto task = [&](std::size_t j) -> const delta_rule_sequence& { return sequences[j % sequences.size()]; };
+  const auto task_head = [&](std::size_t j) { return heads[j / sequences.size()]; };
+  // Token t of sequence s, head h, in a [B, T, H, inner] tensor.
+  const auto token_row = [&](const delta_rule_sequence& s, long long t, long long h) {
+    return (s.batch_row * T + s.first_token + t) * H + h;
+  };
   std::vector<std::optional<gradients<bounded>>> per_task(tasks);
   kalman_oracle::detail::parallel_for(
       tasks, static_cast<unsigned>(concurrent_adjoints(forward, threads)), [&](std::size_t j) {
-        const long long h = heads[j / static_cast<std::size_t>(B)], b = static_cast<long long>(j) % B;
-        const std::size_t Ts = T, Ks = K, Vs = V;
+        const delta_rule_sequence& s = task(j);
+        const long long h = task_head(j);
+        const std::size_t Ts = static_cast<std::size_t>(s.tokens), Ks = K, Vs = V;
         tensor<bounded> co("o", {1, Ts, 1, Vs}), cf("final_state", {1, 1, Ks, Vs});
-        for (long long t = 0; t < T; ++t)
-          for (long long c = 0; c < V; ++c) co.data()[t * V + c] = bounded(d_o[((b * T + t) * H + h) * V + c]);
-        for (long long e = 0; e < K * V; ++e) cf.data()[e] = bounded(d_final[(b * H + h) * K * V + e]);
+        for (long long t = 0; t < s.tokens; ++t)
+          for (long long c = 0; c < V; ++c) co.data()[t * V + c] = bounded(d_o[token_row(s, t, h) * V + c]);
+        for (long long e = 0; e < K * V; ++e) cf.data()[e] = bounded(d_final[(s.state * H + h) * K * V + e]);
+        if (s.tokens == 0) {  // an empty sequence (the reference takes none): d_initial_state = d_final_state
+          per_task[j].emplace(gradients<bounded>{
+              tensor<bounded>("initial_state", cf.shape(), std::vector<bounded>(cf.data().begin(), cf.data().end()))});
+          return;
+        }
         cotangents<bounded> cot;
         cot.set(std::move(co));
         cot.set(std::move(cf));
-        per_task[j].emplace(fixed_gain_backward(check::lift_to_running_error(head_problem(b, h)), cot));
+        per_task[j].emplace(fixed_gain_backward(check::lift_to_running_error(head_problem(s, h)), cot));
       });
 
   // The kernel's [B, T, H, inner] (or [B, H, inner]) gradient at each task against its [1, T, 1, inner].
@@ -103,20 +118,26 @@ int check_memory_backward_against_reference(
     comparison cmp;
     cmp.output = name;
     double scale = 0;
+    // An empty sequence's task holds d_initial_state only (nothing per token to compare).
+    const auto has = [&](std::size_t j) { return !per_token || task(j).tokens > 0; };
     for (std::size_t j = 0; j < tasks; ++j)
-      for (const bounded& e : per_task[j]->at(ref_name).data()) scale = std::max(scale, std::fabs(e.value()));
+      if (has(j))
+        for (const bounded& e : per_task[j]->at(ref_name).data()) scale = std::max(scale, std::fabs(e.value()));
     for (std::size_t j = 0; j < tasks; ++j) {
-      const long long h = heads[j / static_cast<std::size_t>(B)], b = static_cast<long long>(j) % B;
+      if (!has(j)) continue;
+      const delta_rule_sequence& s = task(j);
+      const long long h = task_head(j);
       const tensor<bounded>& ref = per_task[j]->at(ref_name);
-      const long long rows = per_token ? T : 1;
+      const long long rows = per_token ? s.tokens : 1;
       for (long long t = 0; t < rows; ++t)
         for (long long i = 0; i < inner; ++i) {
           const bounded& r = ref.data()[static_cast<std::size_t>(t * inner + i)];
-          const long long from = per_token ? ((b * T + t) * H + h) * inner + i : (b * H + h) * inner + i;
+          const long long from = per_token ? token_row(s, t, h) * inner + i : (s.state * H + h) * inner + i;
           const double budget = (2 * 0x1p-24 + 2 * 0x1p-53) * r.error();
           cmp.add(kernel[from], r.value(), budget, [&] {
-            return "batch " + std::to_string(b) + (per_token ? ", token " + std::to_string(t) : "") + ", head " +
-                   std::to_string(h) + (inner > 1 ? ", element " + std::to_string(i) : "");
+            return (varlen ? "sequence " + std::to_string(s.state) : "batch " + std::to_string(s.batch_row)) +
+                   (per_token ? ", token " + std::to_string(s.first_token + t) : "") + ", head " + std::to_string(h) +
+                   (inner > 1 ? ", element " + std::to_string(i) : "");
           });
           cmp.vacuous += budget >= scale ? 1 : 0;
         }

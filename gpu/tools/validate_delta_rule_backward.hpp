@@ -13,22 +13,23 @@
 
 #include "kalman_oracle/gpu/delta_rule_chunked.hpp"
 #include "kalman_oracle/models/fixed_gain.hpp"
+#include "validate_delta_rule.hpp"
 
 namespace kalman_oracle::gpu::tools {
 
 /// For the memory problem `forward` (inputs as the forward ran them, one key head per value head; its
 /// outputs are not read): cotangents of o and the final state drawn uniform in [-1, 1] from `seed`, the
 /// backward on the whole problem (`twin`: the CPU twin, else the CUDA kernel), gradients poisoned with
-/// NaN first; then, for each batch row of each sampled head, `head_problem(b, h)` (one row, one head,
-/// binary64: the same values) through the reference's sequential adjoint (grad/fixed_gain.hpp) over
+/// NaN first; then, for each sequence (a batch row, or one of cu_seqlens') of each sampled head,
+/// `head_problem(s, h)` (one sequence, one head, binary64: the same values) through the reference's sequential adjoint (grad/fixed_gain.hpp) over
 /// running_error<double>, which gives the binary64 gradient and its first-order error bound at once.
 /// Every element of dq, dk, dv, dβ or dκ, dg and d_initial_state is compared against
 /// 2 (2⁻²⁴ + 2⁻⁵³) × that bound: the fixtures' budget plus the binary64 run's own (an estimate, labelled
 /// so); one line (or JSON object, `shape` its fields) per gradient, headed by `label`. Returns 0 when
 /// every element is within budget.
-int check_memory_backward_against_reference(
-    const delta_rule_problem& forward, bool twin, unsigned seed, const std::vector<long long>& heads,
-    const std::function<fixed_gain_inputs<double>(long long b, long long h)>& head_problem, unsigned threads, bool json,
-    const std::string& label, const nlohmann::json& shape);
+int check_memory_backward_against_reference(const delta_rule_problem& forward, bool twin, unsigned seed,
+                                            const std::vector<long long>& heads,
+                                            const memory_head_problem& head_problem, unsigned threads, bool json,
+                                            const std::string& label, const nlohmann::json& shape);
 
 }  // namespace kalman_oracle::gpu::tools

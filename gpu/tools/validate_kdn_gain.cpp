@@ -353,8 +353,9 @@ int validate_memory(const kdn_gain_validate_options& o, const kdn_gain_validate_
     throw std::invalid_argument("validate: this build has no CUDA kernels; use --device twin");
 #endif
   }
-  // Batch row b, head h as the reference's fixed-gain problem with the given gains.
-  const auto head_problem = [&](long long b, long long h) {
+  // Batch row b (one sequence a row), head h as the reference's fixed-gain problem with the given gains.
+  const memory_head_problem head_problem = [&](const delta_rule_sequence& s, long long h) {
+    const long long b = s.batch_row;
     const std::size_t Ts = n.T, Ks = n.K, Vs = n.K;
     fixed_gain_inputs<double> in;
     in.rule = fixed_gain_rule::kda;
@@ -388,8 +389,8 @@ int validate_memory(const kdn_gain_validate_options& o, const kdn_gain_validate_
                              {"K", n.K},
                              {"V", n.K},
                              {"sampled_heads", heads.size()}};
-  int status = check_memory_against_reference({n.B, n.T, n.H, n.K, n.K}, out, final_state, heads, head_problem, threads,
-                                              o.json, label, shape);
+  int status = check_memory_against_reference({n.B, n.T, n.H, n.K, n.K}, validate_sequences(m), out, final_state, heads,
+                                              head_problem, threads, o.json, label, shape);
   // The memory's backward with the same κ (the gain kernels' backward is checked above, from the gain
   // path's own cotangents): every gradient of the two-key rule against the binary64 adjoint.
   std::snprintf(label, sizeof label, "%s memory backward %s B=%d T=%d H=%d K=%d V=%d (%zu heads)", model,

@@ -36,7 +36,8 @@ struct delta_rule_chunk_map {
 
   KALMAN_ORACLE_HD delta_rule_sequence sequence(long long n) const {
     delta_rule_sequence s;
-    s.state = n;
+    // (Planted bug gpu_varlen_state_of_batch_row: a packed sequence's states indexed by its batch row.)
+    s.state = KALMAN_ORACLE_MUTANT(gpu_varlen_state_of_batch_row, n, starts == nullptr ? n : 0);
     if (starts == nullptr) {
       s.batch_row = n;
       s.tokens = tokens;
@@ -103,6 +104,15 @@ inline delta_rule_chunk_map delta_rule_chunks(const delta_rule_problem& p,
     map.total_chunks = host_starts.back().first_chunk;
   }
   return map;
+}
+
+/// Every sequence of the problem in order (host): the batch rows, or cu_seqlens' N sequences.
+inline std::vector<delta_rule_sequence> delta_rule_sequence_list(const delta_rule_problem& p) {
+  const std::vector<delta_rule_sequence_start> starts = delta_rule_sequence_starts(p);
+  const delta_rule_chunk_map map = delta_rule_chunks(p, starts, starts.empty() ? nullptr : starts.data());
+  std::vector<delta_rule_sequence> list;
+  for (long long n = 0; n < map.sequences; ++n) list.push_back(map.sequence(n));
+  return list;
 }
 
 }  // namespace kalman_oracle::gpu

@@ -290,10 +290,7 @@ void delta_rule_backward_twin_typed(const delta_rule_backward_problem& bp) {
   const delta_rule_problem& p = bp.forward;
   const backward_record rec = delta_rule_backward_record(p);
   const int C = rec.C, group = p.key_head_group, H = p.heads / group;
-  const std::vector<delta_rule_sequence_start> starts = delta_rule_sequence_starts(p);
-  const delta_rule_chunk_map map = delta_rule_chunks(p, starts, starts.empty() ? nullptr : starts.data());
-  for (long long n = 0; n < map.sequences; ++n) {
-    const delta_rule_sequence s = map.sequence(n);
+  for (const delta_rule_sequence& s : delta_rule_sequence_list(p)) {
     std::vector<std::vector<float>> head_ws(static_cast<std::size_t>(p.heads));
     for (long long h = 0; h < p.heads; ++h) delta_rule_backward_head_twin<In>(bp, s, h, rec, head_ws[h]);
     for (long long kh = 0; kh < H; ++kh)

@@ -207,13 +207,11 @@ void delta_rule_head_twin(const delta_rule_problem& p, const delta_rule_sequence
 /// The twin of delta_rule_host (host pointers; same outputs, same layout), sequence by sequence.
 inline void delta_rule_twin(const delta_rule_problem& p) {
   delta_rule_check(p);
-  const std::vector<delta_rule_sequence_start> starts = delta_rule_sequence_starts(p);
-  const delta_rule_chunk_map map = delta_rule_chunks(p, starts, starts.empty() ? nullptr : starts.data());
-  for (long long n = 0; n < map.sequences; ++n)
+  for (const delta_rule_sequence& s : delta_rule_sequence_list(p))
     for (long long h = 0; h < p.heads; ++h) switch (p.dtype) {
-        case input_dtype::f32: detail::delta_rule_head_twin<float>(p, map.sequence(n), h); break;
-        case input_dtype::bf16: detail::delta_rule_head_twin<bf16_bits>(p, map.sequence(n), h); break;
-        case input_dtype::f16: detail::delta_rule_head_twin<f16_bits>(p, map.sequence(n), h); break;
+        case input_dtype::f32: detail::delta_rule_head_twin<float>(p, s, h); break;
+        case input_dtype::bf16: detail::delta_rule_head_twin<bf16_bits>(p, s, h); break;
+        case input_dtype::f16: detail::delta_rule_head_twin<f16_bits>(p, s, h); break;
       }
 }
 
