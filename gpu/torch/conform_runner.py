@@ -26,7 +26,7 @@ def arguments(runner):
 class Fixture:
     """A fixture of one of `models` read for a runner: `fx` (kalman_oracle.load), `x` the inputs on
     the GPU (cu_seqlens left out; float32 leaves with gradients), `sequences` the (start, end) token
-    ranges, `varlen` whether cu_seqlens gave them."""
+    ranges, `varlen` whether cu_seqlens gave them, `cu_seqlens` those offsets (int64 on the host) or None."""
 
     def __init__(self, path, models, gradients):
         self.path, self.gradients = path, gradients
@@ -40,6 +40,7 @@ class Fixture:
         cu = self.fx.inputs.get("cu_seqlens")
         self.varlen = cu is not None
         self.sequences = [(int(cu[n]), int(cu[n + 1])) for n in range(len(cu) - 1)] if self.varlen else [(0, T)]
+        self.cu_seqlens = cu.long() if self.varlen else None  # host offsets, as the delta-rule op takes them
 
     def prior(self, name, n):
         """Sequence n's prior (initial state or covariance): its row of a varlen fixture's [N, ...]."""

@@ -5,8 +5,8 @@
 
 reads a fixed-gain fixture (python/kalman_oracle; BF16 inputs stay torch.bfloat16, so the op's 16-bit
 path is what runs), runs kalman_oracle_torch.delta_rule on the GPU and writes o and final_state
-(float32): a partial candidate. A varlen fixture (cu_seqlens) is run sequence by sequence, each from
-its own initial state, as `kalman-oracle-gpu run` does. With --gradients (check with
+(float32): a partial candidate. A varlen fixture's sequences (cu_seqlens) run in one call, each from
+its own initial state, as `kalman-oracle-gpu run` runs them. With --gradients (check with
 `conform --gradients-only`): the inputs as float32 leaves (the kernels widen 16-bit inputs exactly, so
 the values are the same), autograd from the fixture's cotangents of o and the final state, and the
 gradients the fixture certifies written instead (float32), as `kalman-oracle-gpu run --gradients`
@@ -29,20 +29,17 @@ def main(fixture_path, output_path, gradients):
     x = f.x
     k = x["k"]
     B, T, H, K = k.shape
-    q = x["q"].expand(k.shape)
-    v = x["v"]
-    g, beta = x.get("g"), x.get("beta")
-    outputs, finals = [], []
-    for n, (t0, t1) in enumerate(f.sequences):
-        def tokens(t):
-            return None if t is None else t.expand((B, T) + tuple(t.shape[2:]))[:, t0:t1]
-        # Every per-token input through tokens(): a fixture may store any of them broadcast along B or
-        # T, as kalman-oracle-gpu's reader (run_delta_rule.cpp) accepts.
-        o, final_state = delta_rule(f.fx.model, tokens(q), tokens(k), tokens(v), tokens(g), tokens(beta),
-                                    initial_state=f.prior("initial_state", n), output_final_state=True)
-        outputs.append(o)
-        finals.append(final_state)
-    f.write(output_path, {"o": torch.cat(outputs, dim=1), "final_state": torch.cat(finals, dim=0)})
+
+    def tokens(t):
+        # Every per-token input expanded to [B, T, ...]: a fixture may store any of them broadcast along
+        # B or T, as kalman-oracle-gpu's reader (run_delta_rule.cpp) accepts.
+        return None if t is None else t.expand((B, T) + tuple(t.shape[2:]))
+
+    # A varlen fixture's sequences in one call (cu_seqlens), each from its own initial state.
+    o, final_state = delta_rule(f.fx.model, tokens(x["q"]), tokens(k), tokens(x["v"]), tokens(x.get("g")),
+                                tokens(x.get("beta")), initial_state=x.get("initial_state"), output_final_state=True,
+                                cu_seqlens=f.cu_seqlens)
+    f.write(output_path, {"o": o, "final_state": final_state})
 
 
 if __name__ == "__main__":

@@ -8,10 +8,13 @@
 // multiple of H: grouped value heads); g [B, T, HV] (GDN) or [B, T, HV, K] (GLA, KDA), log gates;
 // β [B, T, HV] (the delta rules); κ [B, T, HV, K] (model two_key: S_t = (I − κ_t k_tᵀ) D_t S_{t−1} +
 // κ_t v_tᵀ, the KDNs' memory, docs/math.md §7, with per-channel log gates g [B, T, HV, K]);
-// initial_state [B, HV, K, V] or None (zero). Every input may be a
-// numpy broadcast of its shape (read by strides). Outputs float32: o [B, T, HV, V] and the final
-// state [B, HV, K, V]. The kernels compute in the bf16-tc tier (bfloat16 matrix-product operands,
-// binary32 accumulation): check them with `conform --arithmetic bf16-tc`.
+// initial_state [N, HV, K, V] or None (zero); cu_seqlens (fla's: N + 1 token offsets 0 … T of a
+// variable-length batch, int32 or int64, on any device; B = 1) or None (N = B, one sequence a row).
+// Every input may be a numpy broadcast of its shape (read by strides). Outputs float32: o [B, T, HV, V]
+// and the final state [N, HV, K, V]. The kernels' grids follow the sequences' lengths, so cu_seqlens
+// is read on the host: a CUDA cu_seqlens costs one device-to-host copy (and the stream's sync) a call.
+// The kernels compute in the bf16-tc tier (bfloat16 matrix-product operands, binary32 accumulation):
+// check them with `conform --arithmetic bf16-tc`.
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/extension.h>
@@ -30,13 +33,30 @@ namespace {
 
 constexpr const char* op = "delta_rule";
 
+/// cu_seqlens as the kernels take it (host int64), checked for what the kernels' own check cannot see
+/// (rank, dtype, count); its values are delta_rule_check's (non-decreasing, 0 … T), named there.
+std::vector<long long> offsets_of(const at::Tensor& cu_seqlens, int64_t batch) {
+  TORCH_CHECK(cu_seqlens.dim() == 1 && cu_seqlens.size(0) >= 2, op,
+              ": cu_seqlens must be [N + 1] with N >= 1 sequences, got ",
+              gpu::torch_ops::shape_string(cu_seqlens.sizes()));
+  TORCH_CHECK(cu_seqlens.scalar_type() == at::kInt || cu_seqlens.scalar_type() == at::kLong, op,
+              ": cu_seqlens has dtype ", cu_seqlens.scalar_type(), "; rule: int32 or int64 token offsets");
+  TORCH_CHECK(batch == 1, op,
+              ": cu_seqlens needs B = 1 (the sequences packed in one row), got B = ", std::to_string(batch));
+  const at::Tensor host = cu_seqlens.to(at::kCPU, at::kLong).contiguous();
+  const int64_t* from = host.data_ptr<int64_t>();
+  return std::vector<long long>(from, from + host.size(0));
+}
+
 /// The kernels' problem for `model` (gla, delta_net, gated_delta_net, kda, two_key), its inputs checked
 /// (before any CUDA call: a tensor on the wrong device is refused by name); outputs and stream unset.
+/// With cu_seqlens, `offsets` holds them on the host for as long as the problem is used.
 gpu::delta_rule_problem problem_of(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                    const std::optional<at::Tensor>& g, const std::optional<at::Tensor>& beta,
                                    const std::optional<at::Tensor>& kappa,
                                    const std::optional<at::Tensor>& initial_state, double scale,
-                                   const std::string& model) {
+                                   const std::string& model, const std::optional<at::Tensor>& cu_seqlens,
+                                   std::vector<long long>& offsets) {
   TORCH_CHECK(
       model == "gla" || model == "delta_net" || model == "gated_delta_net" || model == "kda" || model == "two_key", op,
       ": model must be gla, delta_net, gated_delta_net, kda or two_key, got ", model);
@@ -46,7 +66,8 @@ gpu::delta_rule_problem problem_of(const at::Tensor& q, const at::Tensor& k, con
   TORCH_CHECK(v.dim() == 4 && v.size(0) == k.size(0) && v.size(1) == k.size(1), op,
               ": v must be [B, T, HV, V] with B, T of k, got ", gpu::torch_ops::shape_string(v.sizes()));
   const int64_t B = k.size(0), T = k.size(1), H = k.size(2), K = k.size(3), HV = v.size(2), V = v.size(3);
-  TORCH_CHECK(H >= 1 && HV % H == 0, op, ": v's heads (", HV, ") must be a multiple of k's (", H, ")");
+  TORCH_CHECK(H >= 1 && HV % H == 0, op, ": v's heads (", std::to_string(HV), ") must be a multiple of k's (",
+              std::to_string(H), ")");
   const bool gated = model != "delta_net", per_head = model == "gated_delta_net", two_key = model == "two_key",
              with_beta = model != "gla" && !two_key;
   TORCH_CHECK(g.has_value() == gated, op, ": ", model, gated ? " needs" : " takes no", " log gates g");
@@ -57,9 +78,16 @@ gpu::delta_rule_problem problem_of(const at::Tensor& q, const at::Tensor& k, con
       {input("k", k), input("q", q), input("v", v), input("g", g), input("beta", beta), input("kappa", kappa),
        input("initial_state", initial_state)},
       op);
-  TORCH_CHECK(scale > 0, op, ": scale must be > 0, got ", scale);
+  TORCH_CHECK(scale > 0, op, ": scale must be > 0, got ", std::to_string(scale));
 
   gpu::delta_rule_problem p;
+  int64_t N = B;  // sequences
+  if (cu_seqlens) {
+    offsets = offsets_of(*cu_seqlens, B);
+    N = static_cast<int64_t>(offsets.size()) - 1;
+    p.cu_seqlens = offsets.data();
+    p.sequences = static_cast<int>(N);
+  }
   p.rule = two_key     ? gpu::delta_rule_kind::two_key
            : with_beta ? gpu::delta_rule_kind::beta_form
                        : gpu::delta_rule_kind::gla;
@@ -81,22 +109,26 @@ gpu::delta_rule_problem problem_of(const at::Tensor& q, const at::Tensor& k, con
     p.g = per_head ? gpu::torch_ops::view(*g, {B, T, HV}, op, "g") : gpu::torch_ops::view(*g, {B, T, HV, K}, op, "g");
   if (beta) p.beta = gpu::torch_ops::view(*beta, {B, T, HV}, op, "beta");
   if (kappa) p.kappa = gpu::torch_ops::view(*kappa, {B, T, HV, K}, op, "kappa");
-  if (initial_state) p.initial_state = gpu::torch_ops::view(*initial_state, {B, HV, K, V}, op, "initial_state");
+  if (initial_state) p.initial_state = gpu::torch_ops::view(*initial_state, {N, HV, K, V}, op, "initial_state");
   return p;
 }
+
+/// The problem's sequences: N of cu_seqlens, else B.
+int64_t sequences_of(const gpu::delta_rule_problem& p) { return p.cu_seqlens != nullptr ? p.sequences : p.batch; }
 
 /// o, final_state (float32) of `model` (gla, delta_net, gated_delta_net, kda, two_key) with query scale
 /// `scale`.
 std::vector<at::Tensor> forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                 const std::optional<at::Tensor>& g, const std::optional<at::Tensor>& beta,
                                 const std::optional<at::Tensor>& kappa, const std::optional<at::Tensor>& initial_state,
-                                double scale, const std::string& model) {
-  gpu::delta_rule_problem p = problem_of(q, k, v, g, beta, kappa, initial_state, scale, model);
+                                double scale, const std::string& model, const std::optional<at::Tensor>& cu_seqlens) {
+  std::vector<long long> offsets;
+  gpu::delta_rule_problem p = problem_of(q, k, v, g, beta, kappa, initial_state, scale, model, cu_seqlens, offsets);
   const c10::cuda::CUDAGuard guard(k.device());
   p.stream = at::cuda::getCurrentCUDAStream().stream();
-  const int64_t B = p.batch, T = p.tokens, HV = p.heads, K = p.key_dim, V = p.value_dim;
+  const int64_t B = p.batch, T = p.tokens, HV = p.heads, K = p.key_dim, V = p.value_dim, N = sequences_of(p);
   const auto f32 = k.options().dtype(at::kFloat);
-  at::Tensor o = at::empty({B, T, HV, V}, f32), final_state = at::empty({B, HV, K, V}, f32);
+  at::Tensor o = at::empty({B, T, HV, V}, f32), final_state = at::empty({N, HV, K, V}, f32);
   p.o = o.data_ptr<float>();
   p.final_state = final_state.data_ptr<float>();
   try {
@@ -127,17 +159,19 @@ const float* cotangent(const std::optional<at::Tensor>& d, at::IntArrayRef shape
 std::vector<at::Tensor> backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                  const std::optional<at::Tensor>& g, const std::optional<at::Tensor>& beta,
                                  const std::optional<at::Tensor>& kappa, const std::optional<at::Tensor>& initial_state,
-                                 double scale, const std::string& model, const std::optional<at::Tensor>& d_o,
-                                 const std::optional<at::Tensor>& d_final_state) {
+                                 double scale, const std::string& model, const std::optional<at::Tensor>& cu_seqlens,
+                                 const std::optional<at::Tensor>& d_o, const std::optional<at::Tensor>& d_final_state) {
   gpu::delta_rule_backward_problem bp;
-  bp.forward = problem_of(q, k, v, g, beta, kappa, initial_state, scale, model);
+  std::vector<long long> offsets;
+  bp.forward = problem_of(q, k, v, g, beta, kappa, initial_state, scale, model, cu_seqlens, offsets);
   const c10::cuda::CUDAGuard guard(k.device());
   bp.forward.stream = at::cuda::getCurrentCUDAStream().stream();
   const gpu::delta_rule_problem& p = bp.forward;
-  const int64_t B = p.batch, T = p.tokens, HV = p.heads, H = HV / p.key_head_group, K = p.key_dim, V = p.value_dim;
+  const int64_t B = p.batch, T = p.tokens, HV = p.heads, H = HV / p.key_head_group, K = p.key_dim, V = p.value_dim,
+                N = sequences_of(p);
   std::vector<at::Tensor> keep;
   bp.d_o = cotangent(d_o, {B, T, HV, V}, "o", keep);
-  bp.d_final_state = cotangent(d_final_state, {B, HV, K, V}, "final_state", keep);
+  bp.d_final_state = cotangent(d_final_state, {N, HV, K, V}, "final_state", keep);
   const auto f32 = k.options().dtype(at::kFloat);
   at::Tensor dq = at::empty({B, T, H, K}, f32), dk = at::empty({B, T, H, K}, f32), dv = at::empty({B, T, HV, V}, f32),
              dg, dbeta, dkappa, dinitial;
@@ -155,7 +189,7 @@ std::vector<at::Tensor> backward(const at::Tensor& q, const at::Tensor& k, const
     bp.dkappa = dkappa.data_ptr<float>();
   }
   if (initial_state) {
-    dinitial = at::empty({B, HV, K, V}, f32);
+    dinitial = at::empty({N, HV, K, V}, f32);
     bp.d_initial_state = dinitial.data_ptr<float>();
   }
   try {

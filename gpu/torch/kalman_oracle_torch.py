@@ -9,11 +9,15 @@ input's dtype). The op is `torch.ops.kalman_oracle.kla` (torch.library.custom_op
 sees it as one opaque call.
 
     from kalman_oracle_torch import chunk_delta_rule, chunk_gated_delta_rule, chunk_kda, chunk_gla
-    o, final_state = chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False)
+    o, final_state = chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+                               cu_seqlens=None)
 
 the chunked delta-rule memory's forward, with fla's names and layouts (q, k [B, T, H, K]; v [B, T, HV, V];
 g log gates [B, T, HV] for GDN, [B, T, HV, K] for KDA and GLA; beta [B, T, HV]; initial_state
-[B, HV, K, V]; scale K ** -0.5 by default), differentiable in every tensor input
+[N, HV, K, V]; scale K ** -0.5 by default; cu_seqlens None, N = B, or fla's variable-length batch: B = 1
+and N + 1 int32 or int64 token offsets 0 … T, sequence n being tokens cu_seqlens[n] … cu_seqlens[n + 1] − 1,
+empty and one-token sequences allowed, read on the host: a CUDA cu_seqlens is copied there, which waits
+for the stream), differentiable in every tensor input
 (`torch.ops.kalman_oracle.delta_rule`); o and the final state float32 (final_state None unless asked
 for, as fla). The forward computes in the bf16-tc tier (bfloat16 matrix-product operands, binary32
 accumulation), the backward in binary32 on the CUDA cores.
@@ -194,46 +198,50 @@ def kdn_gain(form, k, q, g, omega, r, mu=None, initial_covariance=None, scale=No
 
 @torch.library.custom_op("kalman_oracle::delta_rule", mutates_args=())
 def _delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Optional[Tensor], beta: Optional[Tensor], kappa: Optional[Tensor],
-                initial_state: Optional[Tensor], scale: float, model: str) -> Tuple[Tensor, Tensor]:
-    o, final_state = delta_rule_extension().forward(q, k, v, g, beta, kappa, initial_state, scale, model)
+                initial_state: Optional[Tensor], scale: float, model: str,
+                cu_seqlens: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+    o, final_state = delta_rule_extension().forward(q, k, v, g, beta, kappa, initial_state, scale, model, cu_seqlens)
     return o, final_state
 
 
 @_delta_rule.register_fake
-def _(q, k, v, g, beta, kappa, initial_state, scale, model):
+def _(q, k, v, g, beta, kappa, initial_state, scale, model, cu_seqlens):
     B, T, _, K = k.shape
     HV, V = v.shape[2], v.shape[3]
+    N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
     f32 = dict(dtype=torch.float32, device=k.device)
-    return v.new_empty((B, T, HV, V), **f32), v.new_empty((B, HV, K, V), **f32)
+    return v.new_empty((B, T, HV, V), **f32), v.new_empty((N, HV, K, V), **f32)
 
 
 def _delta_rule_setup_context(ctx, inputs, output):
-    q, k, v, g, beta, kappa, initial_state, scale, model = inputs
+    q, k, v, g, beta, kappa, initial_state, scale, model, cu_seqlens = inputs
     ctx.scale, ctx.model = scale, model
-    ctx.save_for_backward(q, k, v, g, beta, kappa, initial_state)
+    ctx.save_for_backward(q, k, v, g, beta, kappa, initial_state, cu_seqlens)
 
 
 def _delta_rule_backward(ctx, d_o, d_final_state):
-    q, k, v, g, beta, kappa, initial_state = ctx.saved_tensors
+    q, k, v, g, beta, kappa, initial_state, cu_seqlens = ctx.saved_tensors
     dq, dk, dv, dg, dbeta, dkappa, dinitial = delta_rule_extension().backward(
-        q, k, v, g, beta, kappa, initial_state, ctx.scale, ctx.model, d_o, d_final_state)
+        q, k, v, g, beta, kappa, initial_state, ctx.scale, ctx.model, cu_seqlens, d_o, d_final_state)
     to_input = _sum_to_input
     return (to_input(dq, q), to_input(dk, k), to_input(dv, v), to_input(dg, g), to_input(dbeta, beta),
-            to_input(dkappa, kappa), to_input(dinitial, initial_state), None, None)
+            to_input(dkappa, kappa), to_input(dinitial, initial_state), None, None, None)
 
 
 _delta_rule.register_autograd(_delta_rule_backward, setup_context=_delta_rule_setup_context)
 
 
 def delta_rule(model, q, k, v, g=None, beta=None, scale=None, initial_state=None, output_final_state=False,
-               kappa=None):
+               kappa=None, cu_seqlens=None):
     """o and the final state (None unless output_final_state) of a fixed-gain model (gla, delta_net,
     gated_delta_net, kda) or of the two-key memory (two_key: the gain kappa [B, T, HV, K] given, g per
-    channel) by the chunked delta-rule kernels; differentiable in every tensor input (the backward in
-    binary32: docs/kernels.md)."""
+    channel) by the chunked delta-rule kernels, one sequence a batch row or (cu_seqlens, B = 1) the
+    sequences packed in one row, each from its initial_state[n] to its final_state[n]; differentiable in
+    every tensor input but cu_seqlens (the backward in binary32: docs/kernels.md)."""
     if scale is None:
         scale = k.shape[-1] ** -0.5
-    o, final_state = torch.ops.kalman_oracle.delta_rule(q, k, v, g, beta, kappa, initial_state, float(scale), model)
+    o, final_state = torch.ops.kalman_oracle.delta_rule(q, k, v, g, beta, kappa, initial_state, float(scale), model,
+                                                        cu_seqlens)
     return o, (final_state if output_final_state else None)
 
 
@@ -261,23 +269,26 @@ def kdn(form, q, k, v, g, omega, r, mu=None, initial_covariance=None, initial_st
     return o, final_state, readout_variance, final_covariance
 
 
-def chunk_delta_rule(q, k, v, beta, scale=None, initial_state=None, output_final_state=False):
+def chunk_delta_rule(q, k, v, beta, scale=None, initial_state=None, output_final_state=False, cu_seqlens=None):
     """DeltaNet (fla's chunk_delta_rule's arguments and layouts)."""
-    return delta_rule("delta_net", q, k, v, None, beta, scale, initial_state, output_final_state)
+    return delta_rule("delta_net", q, k, v, None, beta, scale, initial_state, output_final_state,
+                      cu_seqlens=cu_seqlens)
 
 
-def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False):
+def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+                           cu_seqlens=None):
     """Gated DeltaNet, g [B, T, HV] log gates (fla's chunk_gated_delta_rule)."""
-    return delta_rule("gated_delta_net", q, k, v, g, beta, scale, initial_state, output_final_state)
+    return delta_rule("gated_delta_net", q, k, v, g, beta, scale, initial_state, output_final_state,
+                      cu_seqlens=cu_seqlens)
 
 
-def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False):
+def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, cu_seqlens=None):
     """KDA, g [B, T, HV, K] log gates (fla's chunk_kda, without its in-kernel gate activation)."""
-    return delta_rule("kda", q, k, v, g, beta, scale, initial_state, output_final_state)
+    return delta_rule("kda", q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens=cu_seqlens)
 
 
-def chunk_gla(q, k, v, g, *, scale=None, initial_state=None, output_final_state=False):
+def chunk_gla(q, k, v, g, *, scale=None, initial_state=None, output_final_state=False, cu_seqlens=None):
     """GLA, g [B, T, HV, K] log gates (fla's chunk_gla). The arguments after g are keyword-only: fla's
     fifth positional argument is g_cumsum, which this op does not take, so a positional call ported
     from fla is refused instead of reading g_cumsum as the scale."""
-    return delta_rule("gla", q, k, v, g, None, scale, initial_state, output_final_state)
+    return delta_rule("gla", q, k, v, g, None, scale, initial_state, output_final_state, cu_seqlens=cu_seqlens)

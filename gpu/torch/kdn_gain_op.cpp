@@ -40,7 +40,8 @@ sizes check_inputs(const std::string& form, const at::Tensor& k, const at::Tenso
   TORCH_CHECK(g.dim() == 4 && g.size(3) == k.size(3), "kdn_gain: g must be [B, T, HV, K] (K of k), got ",
               gpu::torch_ops::shape_string(g.sizes()));
   const int64_t HV = g.size(2), H = k.size(2);
-  TORCH_CHECK(HV % H == 0, "kdn_gain: g's HV = ", HV, " must be a multiple of k's H = ", H);
+  TORCH_CHECK(HV % H == 0, "kdn_gain: g's HV = ", std::to_string(HV),
+              " must be a multiple of k's H = ", std::to_string(H));
   using gpu::torch_ops::input;
   gpu::torch_ops::require_same_device_and_dtype(
       {input("k", k), input("q", q), input("g", g), input("omega", omega), input("r", r), input("mu", mu),

@@ -9,9 +9,13 @@
 4. fla's names (chunk_kda, chunk_gated_delta_rule, chunk_gla, chunk_delta_rule) give the bits of
    delta_rule with the model named, the final state only when asked for;
 5. the kernels compiled for K = V = 128 keep 1.'s law and give finite outputs;
-6. bad input is refused with a message naming the input and the rule (dtype, device, sizes).
+6. a variable-length batch (fla's cu_seqlens, int32 on the GPU and int64 on the host) in one call gives
+   the bits of its sequences run one at a time, each from its own initial state, forward and backward
+   (every input's gradient), for every model, empty and one-token sequences among them;
+7. bad input is refused with a message naming the input and the rule (dtype, device, sizes, offsets).
 Exit status 1 on any failure.
 """
+import itertools
 import os
 import sys
 
@@ -31,6 +35,13 @@ def inputs(B=2, T=130, H=2, HV=4, K=64, V=64, seed=0):
              g_channel=-torch.rand(B, T, HV, K, generator=g), beta=torch.rand(B, T, HV, generator=g),
              kappa=torch.rand(B, T, HV, K, generator=g) / K, initial_state=u(B, HV, K, V))
     return {n: t.cuda() for n, t in x.items()}
+
+
+# The inputs each model reads (run() picks them from the dict).
+READS = {"gla": ("q", "k", "v", "initial_state", "g_channel"), "delta_net": ("q", "k", "v", "initial_state", "beta"),
+         "gated_delta_net": ("q", "k", "v", "initial_state", "g_head", "beta"),
+         "kda": ("q", "k", "v", "initial_state", "g_channel", "beta"),
+         "two_key": ("q", "k", "v", "initial_state", "g_channel", "kappa")}
 
 
 def run(model, x, dtype=torch.float32, **kw):
@@ -97,6 +108,54 @@ for model in MODELS:
     expect(same(o32, o16) and same(s32, s16), f"{model} K = V = 128: bfloat16 inputs give their float32 copies' bits")
     expect(bool(torch.isfinite(o16).all() and torch.isfinite(s16).all()), f"{model} K = V = 128: every output finite")
 
+# Variable-length batches: one call on the packed row against each sequence alone, outputs and every
+# input's gradient (cotangents drawn for o and every final state), bit for bit.
+lengths = [0, 1, 63, 65, 130, 64, 0]
+offsets = [0] + list(itertools.accumulate(lengths))
+N = len(lengths)
+xv = inputs(B=1, T=offsets[-1], seed=5)
+xv["initial_state"] = (torch.rand(N, 4, 64, 64, generator=torch.Generator().manual_seed(6)) * 2 - 1).cuda()
+for model, index_dtype, on in itertools.product(MODELS, (torch.int32, torch.int64), ("cuda", "cpu")):
+    if (index_dtype == torch.int32) != (on == "cuda"):
+        continue  # int32 on the GPU (fla's), int64 on the host
+    reads = READS[model]
+    packed = {n: t.clone().requires_grad_() if n in reads else t for n, t in xv.items()}
+    o, s = run(model, packed, cu_seqlens=torch.tensor(offsets, dtype=index_dtype, device=on))
+    cot = torch.Generator().manual_seed(7)
+    d_o = (torch.rand(o.shape, generator=cot) * 2 - 1).cuda()
+    d_s = (torch.rand(s.shape, generator=cot) * 2 - 1).cuda()
+    grads = torch.autograd.grad([o, s], [packed[n] for n in reads], [d_o, d_s])
+    outs, finals, parts = [], [], {n: [] for n in reads}
+    for i in range(N):
+        t0, t1 = offsets[i], offsets[i + 1]
+        alone = {n: (t[i:i + 1] if n == "initial_state" else t[:, t0:t1]) for n, t in xv.items()}
+        alone = {n: t.clone().requires_grad_() if n in reads else t for n, t in alone.items()}
+        o_i, s_i = run(model, alone)
+        outs.append(o_i)
+        finals.append(s_i)
+        for n, g_i in zip(reads, torch.autograd.grad([o_i, s_i], [alone[n] for n in reads],
+                                                      [d_o[:, t0:t1], d_s[i:i + 1]])):
+            parts[n].append(g_i)
+    expect(same(o, torch.cat(outs, 1)) and same(s, torch.cat(finals, 0)),
+           f"{model} varlen ({index_dtype}, {on}): one call = each sequence alone, o and final states")
+    expect(all(same(g, torch.cat(parts[n], 0 if n == "initial_state" else 1)) for n, g in zip(reads, grads)),
+           f"{model} varlen ({index_dtype}, {on}): one call = each sequence alone, every gradient "
+           f"({', '.join('d' + n for n in reads)})")
+cu = torch.tensor(offsets, device="cuda")
+gdn = lambda **kw: chunk_gated_delta_rule(*(kw.get(n, xv[n]) for n in ("q", "k", "v", "g_head", "beta")),
+                                          initial_state=kw.get("initial_state", xv["initial_state"]),
+                                          cu_seqlens=kw.get("cu", cu))
+for what, call in (("cu_seqlens[2] = 0 < cu_seqlens[1] = 1 (rule: non-decreasing)",
+                    lambda: gdn(cu=torch.tensor([0, 1, 0, offsets[-1]], device="cuda"), initial_state=None)),
+                   ("(rule: the last offset is the row's length)", lambda: gdn(cu=cu[:-2], initial_state=None)),
+                   ("cu_seqlens has dtype", lambda: gdn(cu=cu.float())),
+                   ("cu_seqlens must be [N + 1]", lambda: gdn(cu=cu[:1])),
+                   ("cu_seqlens needs B = 1", lambda: chunk_gated_delta_rule(
+                       x["q"], x["k"], x["v"], x["g_head"], x["beta"], cu_seqlens=torch.tensor([0, 130]).cuda())),
+                   ("initial_state must broadcast to [7, 4, 64, 64]",
+                    lambda: gdn(initial_state=xv["initial_state"][:2]))):
+    expect_refused(what, call)
+
 for what, call in (("beta", lambda: delta_rule("kda", x["q"], x["k"], x["v"], x["g_channel"], None)),
                    ("kappa", lambda: delta_rule("two_key", x["q"], x["k"], x["v"], x["g_channel"])),
                    ("kappa", lambda: delta_rule("kda", x["q"], x["k"], x["v"], x["g_channel"], x["beta"],
@@ -104,6 +163,9 @@ for what, call in (("beta", lambda: delta_rule("kda", x["q"], x["k"], x["v"], x[
                    # Shapes in messages (a TORCH_CHECK that formats an IntArrayRef crashed: torch_views.hpp).
                    ("q must have k's shape [2, 130, 2, 64], got [2, 5, 2, 64]",
                     lambda: chunk_delta_rule(x["q"][:, :5], x["k"], x["v"], x["beta"])),
+                   # A number in the message (formatted as a string: torch_views.hpp).
+                   ("v's heads (3) must be a multiple of k's (2)",
+                    lambda: chunk_delta_rule(x["q"], x["k"], x["v"][:, :, :3], x["beta"][:, :, :3])),
                    ("kappa must broadcast", lambda: delta_rule("two_key", x["q"], x["k"], x["v"], x["g_channel"],
                                                         kappa=x["kappa"][..., :8])),
                    # K = 80 is five whole tiles (taken); 72 is not.

@@ -58,7 +58,9 @@ inline void require_same_device_and_dtype(std::initializer_list<named_input> inp
 /// passed to TORCH_CHECK: in extensions built against the GPU machine's torch that crashes the
 /// process (segmentation fault while formatting; seen 2026-12-04 with a probe extension whose
 /// TORCH_CHECK(false, "...", x.sizes()) crashed where the same check with a plain string raised
-/// RuntimeError), so a bad shape would kill the caller instead of naming the input.
+/// RuntimeError), so a bad shape would kill the caller instead of naming the input. Numbers go in as
+/// std::to_string too: a check formatting an int64_t crashed the same way (2026-12-05, the op's
+/// "cu_seqlens needs B = 1"), while strings and a ScalarType formatted.
 inline std::string shape_string(at::IntArrayRef sizes) {
   std::string out = "[";
   for (std::size_t i = 0; i < sizes.size(); ++i) out += (i > 0 ? ", " : "") + std::to_string(sizes[i]);
