@@ -2,11 +2,12 @@
 // "KDN gains").
 //
 // Schedule: the chunked Möbius scan of the covariance leaves (scan/chunked.hpp's map/carry/emit,
-// chunks of kdn_gain_chunk_tokens), one warp per (batch row, head, chunk), lane l keeping the scan
+// chunks of kdn_gain_chunk_tokens), one warp per (sequence, head, chunk), lane l keeping the scan
 // state of channels l, l + 32, … (diagonal) or, every lane alike, the head's one variance
-// (isotropic). Three launches:
+// (isotropic). A sequence is a batch row, or one of cu_seqlens' (blockIdx.z; delta_rule_chunk_map says
+// where its tokens and its chunks' scratch are). Three launches:
 //   map    each chunk's total (its leaves composed in order), written to scratch;
-//   carry  one warp per (batch row, head) walks the chunk totals: carry[c] = total[c−1] ∘ carry[c−1];
+//   carry  one warp per (sequence, head) walks the chunk totals: carry[c] = total[c−1] ∘ carry[c−1];
 //   emit   each chunk again: the local prefixes, composed with the chunk's carry and applied to the
 //          prior, give p_t; with p_{t−1} the prediction, then the gain and the readout variance, whose
 //          sums over channels are lane-ordered partial sums and a shuffle tree (warp_channel_sum,
@@ -68,16 +69,25 @@ __device__ __forceinline__ int lanes_of(int K) {
   return Form == kdn_form::diagonal ? K : 1;
 }
 
-/// map: chunk c's total per covariance lane, totals[((b HV + h) chunks + c) L + i]. J: channels per
-/// lane, ⌈K/32⌉ rounded up to a power of two (the scan state of J channels lives in registers, so a
-/// small K must not pay for K = 256's registers).
+/// Where chunk c of sequence s, head h keeps its total and its carry (lane i at this + i):
+/// (h NC + first_chunk(s) + c) L, NC the problem's chunks (every sequence's), so that a (sequence,
+/// head)'s chunks are consecutive for the carry's walk.
+__device__ __forceinline__ long long chunk_slot(const delta_rule_chunk_map& map, const delta_rule_sequence& s,
+                                                long long h, long long c, int L) {
+  return (h * map.total_chunks + s.first_chunk + c) * L;
+}
+
+/// map: chunk c's total per covariance lane, at chunk_slot. J: channels per lane, ⌈K/32⌉ rounded up to
+/// a power of two (the scan state of J channels lives in registers, so a small K must not pay for
+/// K = 256's registers).
 template <class In, kdn_form Form, int J>
 __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
-    kdn_gain_map(const kdn_gain_problem p, mobius_f32* totals, int chunks) {
+    kdn_gain_map(const kdn_gain_problem p, mobius_f32* totals, const delta_rule_chunk_map map) {
   const int lane = threadIdx.x, chunk = blockIdx.x * warps_per_block + threadIdx.y;
-  if (chunk >= chunks) return;
-  const long long h = blockIdx.y, b = blockIdx.z, T = p.tokens;
-  const kdn_head_reader<In> in{p, b, h};
+  const delta_rule_sequence s = map.sequence(blockIdx.z);
+  if (chunk >= s.chunks) return;
+  const long long h = blockIdx.y, T = s.tokens;
+  const kdn_head_reader<In> in{p, s.batch_row, h, s.first_token, s.state};
   const int K = p.key_dim, L = lanes_of<Form>(K);
   const float mu = in.mu();
   mobius_f32 local[J], leaf[J];
@@ -90,20 +100,22 @@ __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
     for (int j = 0; j < J; ++j)
       if (lane + j * kdn_lanes < L) local[j] = t == first ? leaf[j] : mobius_compose(leaf[j], local[j]);
   }
-  mobius_f32* out = totals + ((b * p.heads + h) * chunks + chunk) * L;
+  mobius_f32* out = totals + chunk_slot(map, s, h, chunk, L);
 #pragma unroll
   for (int j = 0; j < J; ++j)
     if (lane + j * kdn_lanes < L) out[lane + j * kdn_lanes] = local[j];
 }
 
-/// carry: carry[c] for c >= 1 (carry[0] is never read), one warp per (batch row, head).
+/// carry: carry[c] for c >= 1 (carry[0] is never read), one warp per (sequence, head).
 template <kdn_form Form>
-__global__ void __launch_bounds__(kdn_lanes)
-    kdn_gain_carry(const kdn_gain_problem p, const mobius_f32* totals, mobius_f32* carries, int chunks) {
+__global__ void __launch_bounds__(kdn_lanes) kdn_gain_carry(const kdn_gain_problem p, const mobius_f32* totals,
+                                                            mobius_f32* carries, const delta_rule_chunk_map map) {
   const int lane = threadIdx.x;
-  const long long h = blockIdx.x, b = blockIdx.y;
-  const int L = lanes_of<Form>(p.key_dim);
-  const long long base = (b * p.heads + h) * chunks * L;
+  const long long h = blockIdx.x;
+  const delta_rule_sequence s = map.sequence(blockIdx.y);
+  const int L = lanes_of<Form>(p.key_dim), chunks = s.chunks;
+  if (chunks < 2) return;  // one chunk: no carry
+  const long long base = chunk_slot(map, s, h, 0, L);
   // The totals are loaded a batch ahead of the composes that need them: the chain of composes is
   // sequential (scan/chunked.hpp's carry), its loads need not be.
   constexpr int batch = 8;
@@ -128,14 +140,16 @@ __global__ void __launch_bounds__(kdn_lanes)
 /// emit: every token's prediction, gain and readout variance; the final covariance at the end.
 template <class In, kdn_form Form, int J>
 __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
-    kdn_gain_emit(const kdn_gain_problem p, const mobius_f32* carries, int chunks) {
+    kdn_gain_emit(const kdn_gain_problem p, const mobius_f32* carries, const delta_rule_chunk_map map) {
   const int lane = threadIdx.x, chunk = blockIdx.x * warps_per_block + threadIdx.y;
+  const delta_rule_sequence s = map.sequence(blockIdx.z);
+  const int chunks = s.chunks;
   if (chunk >= chunks) return;
-  const long long h = blockIdx.y, b = blockIdx.z, T = p.tokens, HV = p.heads;
-  const kdn_head_reader<In> in{p, b, h};
+  const long long h = blockIdx.y, T = s.tokens, HV = p.heads;
+  const kdn_head_reader<In> in{p, s.batch_row, h, s.first_token, s.state};
   const int K = p.key_dim, L = lanes_of<Form>(K);
   const float mu = in.mu();
-  const mobius_f32* carry = carries + ((b * HV + h) * chunks + chunk) * L;
+  const mobius_f32* carry = carries + chunk_slot(map, s, h, chunk, L);
   mobius_f32 local[J], leaf[J];
   float a[J], omega[J], prior[J], previous[J], covariance[J], predicted[J], key2 = 0.0f;
 #pragma unroll
@@ -163,7 +177,7 @@ __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
         previous[j] = covariance[j];
       }
     }
-    const long long row = (b * T + t) * HV + h;  // [B, T, HV]
+    const long long row = (s.batch_row * p.tokens + s.first_token + t) * HV + h;  // [B, T, HV]
     if constexpr (Form == kdn_form::diagonal) {
       float innovation = 0.0f, readout = 0.0f;
 #pragma unroll
@@ -204,41 +218,62 @@ __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
 #pragma unroll
     for (int j = 0; j < J; ++j) {
       const int i = lane + j * kdn_lanes;
-      if (i < L) p.final_covariance[(b * HV + h) * L + i] = covariance[j];
+      if (i < L) p.final_covariance[(s.state * HV + h) * L + i] = covariance[j];
     }
   }
 }
 
-/// T = 0: the final covariance is the prior.
+/// A sequence without tokens: its final covariance is its prior.
 template <class In, kdn_form Form>
-__global__ void kdn_gain_prior(const kdn_gain_problem p) {
-  const long long h = blockIdx.x, b = blockIdx.y;
-  const kdn_head_reader<In> in{p, b, h};
+__global__ void kdn_gain_prior(const kdn_gain_problem p, const delta_rule_chunk_map map) {
+  const long long h = blockIdx.x;
+  const delta_rule_sequence s = map.sequence(blockIdx.y);
+  if (s.tokens != 0) return;
+  const kdn_head_reader<In> in{p, s.batch_row, h, s.first_token, s.state};
   const int L = lanes_of<Form>(p.key_dim);
-  for (int i = threadIdx.x; i < L; i += blockDim.x) p.final_covariance[(b * p.heads + h) * L + i] = in.prior(i);
+  for (int i = threadIdx.x; i < L; i += blockDim.x) p.final_covariance[(s.state * p.heads + h) * L + i] = in.prior(i);
 }
 
 template <class In, kdn_form Form, int J>
 void launch_typed(const kdn_gain_problem& p, void* scratch) {
   const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
-  if (p.tokens == 0) {
-    kdn_gain_prior<In, Form><<<dim3(p.heads, p.batch), kdn_lanes, 0, stream>>>(p);
-    check_cuda(cudaGetLastError(), "kdn_gain_prior");
-    return;
-  }
-  const int chunks = (p.tokens + kdn_gain_chunk_tokens - 1) / kdn_gain_chunk_tokens;
-  const long long half = kdn_gain_scratch_bytes(p) / 2 / static_cast<long long>(sizeof(mobius_f32));
+  // Scratch: the totals and the carries (one slot a chunk, head and lane each: chunk_slot), then with
+  // cu_seqlens the chunk map's table, copied there from pageable memory (the call returns once it is
+  // staged, so the vector may go).
+  const std::vector<delta_rule_sequence_start> host_starts = delta_rule_sequence_starts(p);
+  const long long slots = delta_rule_chunks(p, host_starts, nullptr).total_chunks * p.heads * kdn_gain_channels(p);
   mobius_f32* totals = static_cast<mobius_f32*>(scratch);
-  mobius_f32* carries = totals + half;
+  mobius_f32* carries = totals + slots;
+  delta_rule_sequence_start* starts = nullptr;
+  if (!host_starts.empty()) {
+    starts = reinterpret_cast<delta_rule_sequence_start*>(carries + slots);
+    check_cuda(cudaMemcpyAsync(starts, host_starts.data(), host_starts.size() * sizeof(delta_rule_sequence_start),
+                               cudaMemcpyHostToDevice, stream),
+               "cudaMemcpyAsync(chunk map)");
+  }
+  const delta_rule_chunk_map map = delta_rule_chunks(p, host_starts, starts);
+  // The longest sequence's chunks (the grid's width), and whether some sequence is empty.
+  long long most = 0;
+  bool empty = false;
+  for (const delta_rule_sequence& s : delta_rule_sequence_list(p)) {
+    most = s.chunks > most ? s.chunks : most;
+    empty = empty || s.tokens == 0;
+  }
+  const unsigned N = static_cast<unsigned>(map.sequences), HV = static_cast<unsigned>(p.heads);
+  if (empty) {
+    kdn_gain_prior<In, Form><<<dim3(HV, N), kdn_lanes, 0, stream>>>(p, map);
+    check_cuda(cudaGetLastError(), "kdn_gain_prior");
+  }
+  if (most == 0) return;
   const dim3 block(kdn_lanes, warps_per_block),
-      grid((chunks + warps_per_block - 1) / warps_per_block, p.heads, p.batch);
-  if (chunks > 1) {
-    kdn_gain_map<In, Form, J><<<grid, block, 0, stream>>>(p, totals, chunks);
+      grid(static_cast<unsigned>((most + warps_per_block - 1) / warps_per_block), HV, N);
+  if (most > 1) {
+    kdn_gain_map<In, Form, J><<<grid, block, 0, stream>>>(p, totals, map);
     check_cuda(cudaGetLastError(), "kdn_gain_map");
-    kdn_gain_carry<Form><<<dim3(p.heads, p.batch), kdn_lanes, 0, stream>>>(p, totals, carries, chunks);
+    kdn_gain_carry<Form><<<dim3(HV, N), kdn_lanes, 0, stream>>>(p, totals, carries, map);
     check_cuda(cudaGetLastError(), "kdn_gain_carry");
   }
-  kdn_gain_emit<In, Form, J><<<grid, block, 0, stream>>>(p, carries, chunks);
+  kdn_gain_emit<In, Form, J><<<grid, block, 0, stream>>>(p, carries, map);
   check_cuda(cudaGetLastError(), "kdn_gain_emit");
 }
 
@@ -271,7 +306,7 @@ void kdn_gain_device(const kdn_gain_problem& problem, void* scratch) {
 void kdn_gain_host(const kdn_gain_problem& host) {
   kdn_gain_check(host);
   const long long B = host.batch, T = host.tokens, HV = host.heads, K = host.key_dim, H = HV / host.key_head_group;
-  const long long L = kdn_gain_channels(host);
+  const long long L = kdn_gain_channels(host), N = host.cu_seqlens != nullptr ? host.sequences : B;
   const bool diagonal = host.form == kdn_form::diagonal;
   device_arena arena;
   kdn_gain_problem device = host;
@@ -282,12 +317,12 @@ void kdn_gain_host(const kdn_gain_problem& host) {
       diagonal ? arena.upload(host.omega, {B, T, HV, K}, host.dtype) : arena.upload(host.omega, {B, T, HV}, host.dtype);
   device.r = arena.upload(host.r, {B, T, HV}, host.dtype);
   device.mu = arena.upload(host.mu, {HV}, host.dtype);
-  device.initial_covariance = diagonal ? arena.upload(host.initial_covariance, {B, HV, K}, host.dtype)
-                                       : arena.upload(host.initial_covariance, {B, HV}, host.dtype);
+  device.initial_covariance = diagonal ? arena.upload(host.initial_covariance, {N, HV, K}, host.dtype)
+                                       : arena.upload(host.initial_covariance, {N, HV}, host.dtype);
   device.predicted_covariance = host.predicted_covariance ? arena.poisoned(B * T * HV * L) : nullptr;
   device.gain = host.gain ? arena.poisoned(B * T * HV * L) : nullptr;
   device.readout_variance = arena.poisoned(B * T * HV);
-  device.final_covariance = arena.poisoned(B * HV * L);
+  device.final_covariance = arena.poisoned(N * HV * L);
   void* scratch = arena.allocate(static_cast<std::size_t>(kdn_gain_scratch_bytes(host)));
   kdn_gain_device(device, scratch);
   check_cuda(cudaDeviceSynchronize(), "kdn_gain kernels");
@@ -295,7 +330,7 @@ void kdn_gain_host(const kdn_gain_problem& host) {
     device_arena::download(host.predicted_covariance, device.predicted_covariance, B * T * HV * L);
   if (host.gain) device_arena::download(host.gain, device.gain, B * T * HV * L);
   device_arena::download(host.readout_variance, device.readout_variance, B * T * HV);
-  device_arena::download(host.final_covariance, device.final_covariance, B * HV * L);
+  device_arena::download(host.final_covariance, device.final_covariance, N * HV * L);
 }
 
 }  // namespace kalman_oracle::gpu

@@ -20,26 +20,30 @@ __device__ __forceinline__ float warp_channel_sum(float partial) {
   return __shfl_sync(0xffffffffu, partial, 0);
 }
 
-/// One (batch row, head)'s inputs as a lane reads them.
+/// One (sequence, head)'s inputs as a lane reads them: token t is the sequence's (t0 + t of batch row b),
+/// its prior the state row `state` (the batch row, or the sequence of a varlen batch).
 template <class In>
 struct kdn_head_reader {
   const kdn_gain_problem& p;
   long long b, h;
+  long long t0 = 0, state = b;
   __device__ float k(long long t, int i) const {
-    return load_widened<In>(p.k, offset_of(p.k, b, t, h / p.key_head_group, i));
+    return load_widened<In>(p.k, offset_of(p.k, b, t0 + t, h / p.key_head_group, i));
   }
   __device__ float q(long long t, int i) const {
-    return load_widened<In>(p.q, offset_of(p.q, b, t, h / p.key_head_group, i));
+    return load_widened<In>(p.q, offset_of(p.q, b, t0 + t, h / p.key_head_group, i));
   }
-  __device__ float g(long long t, int i) const { return load_widened<In>(p.g, offset_of(p.g, b, t, h, i)); }
-  __device__ float omega(long long t, int i) const { return load_widened<In>(p.omega, offset_of(p.omega, b, t, h, i)); }
-  __device__ float r(long long t) const { return load_widened<In>(p.r, offset_of(p.r, b, t, h)); }
+  __device__ float g(long long t, int i) const { return load_widened<In>(p.g, offset_of(p.g, b, t0 + t, h, i)); }
+  __device__ float omega(long long t, int i) const {
+    return load_widened<In>(p.omega, offset_of(p.omega, b, t0 + t, h, i));
+  }
+  __device__ float r(long long t) const { return load_widened<In>(p.r, offset_of(p.r, b, t0 + t, h)); }
   __device__ float mu() const {
     return p.mu.data ? load_widened<In>(p.mu, offset_of(p.mu, h, 0, 0)) : static_cast<float>(p.key_dim);
   }
   __device__ float prior(int lane_channel) const {
     return p.initial_covariance.data
-               ? load_widened<In>(p.initial_covariance, offset_of(p.initial_covariance, b, h, lane_channel))
+               ? load_widened<In>(p.initial_covariance, offset_of(p.initial_covariance, state, h, lane_channel))
                : 1.0f;
   }
 };

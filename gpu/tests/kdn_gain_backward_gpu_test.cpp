@@ -45,6 +45,7 @@ TEST_CASE("gpu: the KDN gain backward kernels equal their twin bit for bit, run 
   if (skip_without_device()) return;
   std::uint32_t seed = 1000;
   for_each_kdn_gain_case([&](const kdn_gain_case& c, kdn_gain_case_data& d) {
+    if (!c.lengths.empty()) return;  // the backward runs a sequence a call (kdn_gain_backward.hpp)
     std::mt19937 rng(seed++);
     std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
     const int present = static_cast<int>(rng() % 16);  // which cotangents are given

@@ -1,6 +1,7 @@
 // On the GPU (label `gpu`): the KDN gain kernels equal their CPU twin bit for bit on random problems
 // (kdn_gain_cases.hpp: both forms, T at the chunk edges, K around a warp, grouped value heads, every
-// input dtype), with the outputs poisoned with NaN first, and give the same bits when run again.
+// input dtype, variable-length batches), with the outputs poisoned with NaN first, and give the same bits
+// when run again.
 // The fixtures are checked through `conform` (gpu.kdn_gain.*). Without a CUDA device: "SKIP: <why>".
 #include <doctest/doctest.h>
 

@@ -1,22 +1,28 @@
 // The KDN gain twin's own rules (label `twin`): what the conformance tests over the fixtures do not
 // reach. exp_within_one_ulp is within one ulp of the correctly rounded e^x (MPFR) on a dense sample
 // of binary32 arguments and at the edges; T = 0 returns the prior; sizes outside the kernels' range
-// are refused by name. The twin's values are checked against the fixtures through `conform`
+// are refused by name; a variable-length batch (cu_seqlens) gives the bits of its sequences run one at
+// a time. The twin's values are checked against the fixtures through `conform`
 // (gpu/CMakeLists.txt: twin.kdn_gain.*), with a planted bug caught there.
 #include <doctest/doctest.h>
 
 #include <mpfr.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "kalman_oracle/gpu/kdn_gain_backward.hpp"
 #include "kalman_oracle/gpu/twin/kdn_gain_twin.hpp"
+#include "kdn_gain_cases.hpp"
 
 using namespace kalman_oracle::gpu;
+using namespace kalman_oracle::gpu::testing;
 
 namespace {
 
@@ -39,9 +45,77 @@ std::int64_t ulps(float a, float b) {
   return std::llabs(static_cast<long long>(x) - static_cast<long long>(y));
 }
 
+/// A strided input moved on by `steps` along `axis` (its first element then the old one's at that index).
+strided_input moved(strided_input x, int axis, long long steps, input_dtype dtype) {
+  if (x.data != nullptr)
+    x.data = static_cast<const std::uint8_t*>(x.data) + steps * x.stride[axis] * (dtype == input_dtype::f32 ? 4 : 2);
+  return x;
+}
+
+/// The gains' outputs, NaN until written.
+struct gain_outputs {
+  std::vector<float> predicted, gain, readout, final_covariance;
+  gain_outputs(long long per_token, long long rows, long long finals)
+      : predicted(per_token, NAN), gain(per_token, NAN), readout(rows, NAN), final_covariance(finals, NAN) {}
+};
+
 }  // namespace
 
 TEST_SUITE("twin") {
+  TEST_CASE("twin: a varlen batch of KDN gains gives the bits of its sequences run one at a time") {
+    std::uint32_t seed = 900;
+    for (const kdn_gain_case& c : kdn_gain_varlen_cases()) {
+      CAPTURE(static_cast<int>(c.form));
+      CAPTURE(c.lengths.size());
+      CAPTURE(c.K);
+      CAPTURE(static_cast<int>(c.dtype));
+      CAPTURE(c.given);
+      kdn_gain_case_data d;
+      make(d, c, seed++);
+      const long long HV = c.H * c.group, L = c.form == kdn_form::diagonal ? c.K : 1;
+      const long long rows = static_cast<long long>(c.T) * HV;
+      gain_outputs packed(d.per_token, rows, d.finals), alone(d.per_token, rows, d.finals);
+      kdn_gain_problem p = d.problem;
+      p.predicted_covariance = packed.predicted.data(), p.gain = packed.gain.data();
+      p.readout_variance = packed.readout.data(), p.final_covariance = packed.final_covariance.data();
+      kdn_gain_twin(p);
+      // Each sequence as a problem of its own: one row of its tokens, its own prior.
+      for (std::size_t n = 0; n < c.lengths.size(); ++n) {
+        const long long t0 = d.cu_seqlens[n];
+        kdn_gain_problem q = d.problem;
+        q.cu_seqlens = nullptr, q.sequences = 0;
+        q.tokens = static_cast<int>(c.lengths[n]);
+        for (strided_input* x : {&q.k, &q.q, &q.g, &q.omega, &q.r}) *x = moved(*x, 1, t0, c.dtype);
+        q.initial_covariance = moved(q.initial_covariance, 0, static_cast<long long>(n), c.dtype);
+        q.predicted_covariance = alone.predicted.data() + t0 * HV * L, q.gain = alone.gain.data() + t0 * HV * L;
+        q.readout_variance = alone.readout.data() + t0 * HV;
+        q.final_covariance = alone.final_covariance.data() + static_cast<long long>(n) * HV * L;
+        kdn_gain_twin(q);
+      }
+      CHECK(first_difference("predicted_covariance", packed.predicted, alone.predicted) == "");
+      CHECK(first_difference("gain", packed.gain, alone.gain) == "");
+      CHECK(first_difference("readout_variance", packed.readout, alone.readout) == "");
+      CHECK(first_difference("final_covariance", packed.final_covariance, alone.final_covariance) == "");
+      // Every output written (equal NaNs would pass the comparisons above).
+      for (const std::vector<float>* x : {&packed.predicted, &packed.gain, &packed.readout, &packed.final_covariance})
+        CHECK(std::none_of(x->begin(), x->end(), [](float e) { return std::isnan(e); }));
+    }
+    // Bad offsets are refused naming the index and the rule; the backward refuses a packed batch.
+    kdn_gain_case_data d;
+    make(d, kdn_gain_varlen_cases().front(), 1);
+    std::vector<float> out(static_cast<std::size_t>(d.per_token + d.finals) * 2, NAN);
+    kdn_gain_problem p = d.problem;
+    p.readout_variance = out.data(), p.final_covariance = out.data() + d.per_token;
+    std::vector<long long> offsets = d.cu_seqlens;
+    std::swap(offsets[2], offsets[3]);
+    p.cu_seqlens = offsets.data();
+    CHECK_THROWS_WITH_AS(kdn_gain_twin(p), doctest::Contains("(rule: non-decreasing)"), std::invalid_argument);
+    kdn_gain_backward_problem bp;
+    bp.forward = d.problem;
+    CHECK_THROWS_WITH_AS(kdn_gain_backward_check(bp), doctest::Contains("cu_seqlens (rule: the backward runs one"),
+                         std::invalid_argument);
+  }
+
   TEST_CASE("twin: exp_within_one_ulp is within one ulp of the correctly rounded e^x") {
     // Every 509th binary32 pattern from -104 up to 0 (the log gates' domain, subnormal results
     // included), every 509th from 0 to 88.7, and the edges.

@@ -183,23 +183,32 @@ safetensors::file run_kdn_gain(const safetensors::file& f, const std::string& so
     q.initial_covariance = advanced(prior_all, (varlen ? n : 0) * prior_all.stride[0], p.dtype);
     return q;
   };
-  for (long long n = 0; n < static_cast<long long>(starts.size()); ++n) {
-    const long long t0 = starts[n];
-    p = sequence(n);
-    p.readout_variance = readout.data() + t0 * HV;
-    p.final_covariance = final_covariance.data() + (varlen ? n : 0) * HV * L;
-    p.predicted_covariance = internals ? predicted.data() + t0 * HV * L : nullptr;
-    p.gain = internals || memory ? gain.data() + t0 * HV * L : nullptr;
-    if (on == executor::twin) {
-      kdn_gain_twin(p);
-    } else {
+  // The gain kernels on the whole problem in one call: a varlen fixture's sequences through cu_seqlens.
+  // (The backward, kdn_gradients, runs a sequence a call through `sequence`.)
+  kdn_gain_problem whole = p;
+  std::vector<long long> offsets;
+  if (varlen) {
+    offsets.assign(starts.begin(), starts.end());
+    offsets.push_back(ends.empty() ? 0 : ends.back());  // (the kernels' check names a last offset other than T)
+    whole.cu_seqlens = offsets.data();
+    whole.sequences = static_cast<int>(N);
+  }
+  whole.batch = static_cast<int>(B);
+  whole.tokens = static_cast<int>(T);
+  whole.k = k_all, whole.q = q_all, whole.g = g_all, whole.r = r_all, whole.omega = omega_all;
+  whole.initial_covariance = prior_all;
+  whole.readout_variance = readout.data();
+  whole.final_covariance = final_covariance.data();
+  whole.predicted_covariance = internals ? predicted.data() : nullptr;
+  whole.gain = internals || memory ? gain.data() : nullptr;
+  if (on == executor::twin) {
+    kdn_gain_twin(whole);
+  } else {
 #if defined(KALMAN_ORACLE_GPU_HAVE_CUDA)
-      kdn_gain_host(p);
+    kdn_gain_host(whole);
 #else
-      throw input_error(
-          "--device cuda: this build has no CUDA kernels (no CUDA compiler was found); use --device twin");
+    throw input_error("--device cuda: this build has no CUDA kernels (no CUDA compiler was found); use --device twin");
 #endif
-    }
   }
 
   const auto u = [](long long x) { return static_cast<std::size_t>(x); };

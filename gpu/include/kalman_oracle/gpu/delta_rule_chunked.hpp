@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "kalman_oracle/gpu/input_element.cuh"
+#include "kalman_oracle/gpu/sequence_offsets.hpp"
 #include "kalman_oracle/gpu/strided_input.cuh"
 
 namespace kalman_oracle::gpu {
@@ -76,23 +77,7 @@ inline void delta_rule_check(const delta_rule_problem& p) {
   if (p.key_head_group < 1 || p.heads % p.key_head_group != 0)
     fail("key_head_group = " + std::to_string(p.key_head_group) + " must divide HV = " + std::to_string(p.heads));
   if (!(p.tau > 0)) fail("tau must be > 0 (the query scale)");
-  if (p.cu_seqlens == nullptr && p.sequences != 0)
-    fail("sequences = " + std::to_string(p.sequences) +
-         " without cu_seqlens (rule: sequences counts cu_seqlens' entries "
-         "less one, 0 without it)");
-  if (p.cu_seqlens != nullptr) {
-    if (p.batch != 1 || p.sequences < 1)
-      fail("cu_seqlens needs B = 1 and sequences >= 1, got B = " + std::to_string(p.batch) +
-           ", sequences = " + std::to_string(p.sequences));
-    if (p.cu_seqlens[0] != 0) fail("cu_seqlens[0] = " + std::to_string(p.cu_seqlens[0]) + " (rule: it starts at 0)");
-    for (int n = 0; n < p.sequences; ++n)
-      if (p.cu_seqlens[n + 1] < p.cu_seqlens[n])
-        fail("cu_seqlens[" + std::to_string(n + 1) + "] = " + std::to_string(p.cu_seqlens[n + 1]) + " < cu_seqlens[" +
-             std::to_string(n) + "] = " + std::to_string(p.cu_seqlens[n]) + " (rule: non-decreasing)");
-    if (p.cu_seqlens[p.sequences] != p.tokens)
-      fail("cu_seqlens[" + std::to_string(p.sequences) + "] = " + std::to_string(p.cu_seqlens[p.sequences]) +
-           " but T = " + std::to_string(p.tokens) + " (rule: the last offset is the row's length)");
-  }
+  check_sequence_offsets(p.cu_seqlens, p.sequences, p.batch, p.tokens, fail);
   const bool per_token = p.tokens > 0;
   const std::tuple<const char*, const void*, bool> required[] = {
       {"q", p.q.data, per_token},

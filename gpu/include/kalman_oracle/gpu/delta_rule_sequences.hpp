@@ -74,8 +74,12 @@ struct delta_rule_chunk_map {
   }
 };
 
+// The helpers below take any problem with cu_seqlens, sequences, batch and tokens (delta_rule_problem,
+// kdn_gain_problem: both chunk by 64 tokens).
+
 /// The table of delta_rule_chunk_map for a problem with cu_seqlens (N + 1 entries), else empty.
-inline std::vector<delta_rule_sequence_start> delta_rule_sequence_starts(const delta_rule_problem& p) {
+template <class Problem>
+std::vector<delta_rule_sequence_start> delta_rule_sequence_starts(const Problem& p) {
   std::vector<delta_rule_sequence_start> starts;
   if (p.cu_seqlens == nullptr) return starts;
   starts.resize(static_cast<std::size_t>(p.sequences) + 1);
@@ -89,9 +93,9 @@ inline std::vector<delta_rule_sequence_start> delta_rule_sequence_starts(const d
 }
 
 /// The map over `starts` (delta_rule_sequence_starts(p), or the same entries copied to the device).
-inline delta_rule_chunk_map delta_rule_chunks(const delta_rule_problem& p,
-                                              const std::vector<delta_rule_sequence_start>& host_starts,
-                                              const delta_rule_sequence_start* starts) {
+template <class Problem>
+delta_rule_chunk_map delta_rule_chunks(const Problem& p, const std::vector<delta_rule_sequence_start>& host_starts,
+                                       const delta_rule_sequence_start* starts) {
   delta_rule_chunk_map map;
   map.tokens = p.tokens;
   if (p.cu_seqlens == nullptr) {
@@ -107,7 +111,8 @@ inline delta_rule_chunk_map delta_rule_chunks(const delta_rule_problem& p,
 }
 
 /// Every sequence of the problem in order (host): the batch rows, or cu_seqlens' N sequences.
-inline std::vector<delta_rule_sequence> delta_rule_sequence_list(const delta_rule_problem& p) {
+template <class Problem>
+std::vector<delta_rule_sequence> delta_rule_sequence_list(const Problem& p) {
   const std::vector<delta_rule_sequence_start> starts = delta_rule_sequence_starts(p);
   const delta_rule_chunk_map map = delta_rule_chunks(p, starts, starts.empty() ? nullptr : starts.data());
   std::vector<delta_rule_sequence> list;

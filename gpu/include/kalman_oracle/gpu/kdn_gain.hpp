@@ -9,7 +9,9 @@
 #include <string>
 #include <tuple>
 
+#include "kalman_oracle/gpu/delta_rule_sequences.hpp"
 #include "kalman_oracle/gpu/input_element.cuh"
+#include "kalman_oracle/gpu/sequence_offsets.hpp"
 #include "kalman_oracle/gpu/strided_input.cuh"
 
 namespace kalman_oracle::gpu {
@@ -17,14 +19,15 @@ namespace kalman_oracle::gpu {
 /// Which covariance the KDN keeps: one variance per key channel, or one per head.
 enum class kdn_form { diagonal, isotropic };
 
-/// One problem (one sequence per batch row; a varlen batch is run sequence by sequence). Shapes,
-/// with HV value heads and H = HV / key_head_group query/key heads (fla's grouped value heads):
+/// One problem: one sequence per batch row, or (cu_seqlens) one batch row holding N sequences back to
+/// back. Shapes, with HV value heads and H = HV / key_head_group query/key heads (fla's grouped value
+/// heads), and N = B without cu_seqlens:
 ///   k, q [B, T, H, K] (read for value head h at key head h / key_head_group)
 ///   g [B, T, HV, K]; omega [B, T, HV, K] (diagonal) or [B, T, HV] (isotropic); r [B, T, HV];
-///   mu [HV] (null: μ = K); initial_covariance [B, HV, K] or [B, HV] (null: 1).
+///   mu [HV] (null: μ = K); initial_covariance [N, HV, K] or [N, HV] (null: 1).
 /// Outputs, binary32, contiguous:
 ///   predicted_covariance [B, T, HV, K] or [B, T, HV]; gain [B, T, HV, K] (κ) or [B, T, HV] (β);
-///   readout_variance [B, T, HV]; final_covariance [B, HV, K] or [B, HV].
+///   readout_variance [B, T, HV]; final_covariance [N, HV, K] or [N, HV].
 /// predicted_covariance and gain may be null (not written).
 struct kdn_gain_problem {
   kdn_form form = kdn_form::diagonal;
@@ -35,11 +38,18 @@ struct kdn_gain_problem {
   float tau = 0;  ///< the query scale, as the reference computes it: float(K ** -0.5) (query_scale.hpp)
   float *predicted_covariance = nullptr, *gain = nullptr, *readout_variance = nullptr, *final_covariance = nullptr;
   void* stream = nullptr;  ///< a cudaStream_t; null: the default stream
+  /// A variable-length batch (fla's cu_seqlens; B = 1), as delta_rule_problem's: null, or `sequences` + 1
+  /// token offsets in host memory (sequence_offsets.hpp); sequence n runs from initial_covariance[n] to
+  /// final_covariance[n]. The forward kernels take it; the backward runs a sequence a call.
+  const long long* cu_seqlens = nullptr;
+  int sequences = 0;
 };
 
 /// Tokens per chunk of the covariance scan (scan/chunked.hpp's map/carry/emit with this chunk size,
 /// one of the orders the fixtures' bounds cover: check/contraction_bound.hpp, covered_scans).
 inline constexpr int kdn_gain_chunk_tokens = 64;
+static_assert(kdn_gain_chunk_tokens == delta_rule_chunk_tokens,
+              "the sequences' chunk map (delta_rule_sequences.hpp) counts chunks of 64 tokens");
 /// The largest K: each of a warp's 32 lanes keeps K / 32 channels' scan state in registers.
 inline constexpr int kdn_gain_max_key_dim = 256;
 
@@ -58,6 +68,9 @@ inline void kdn_gain_check_inputs(const kdn_gain_problem& p, const std::string& 
   if (p.key_head_group < 1 || p.heads % p.key_head_group != 0)
     fail("key_head_group = " + std::to_string(p.key_head_group) + " must divide HV = " + std::to_string(p.heads));
   if (!(p.tau > 0)) fail("tau must be > 0 (the query scale)");
+  check_sequence_offsets(p.cu_seqlens, p.sequences, p.batch, p.tokens, fail);
+  if (p.sequences > 65535)
+    fail("sequences = " + std::to_string(p.sequences) + " (rule: at most 65535, a grid dimension)");
   const bool per_token = p.tokens > 0;
   const std::tuple<const char*, const void*, bool> required[] = {{"k", p.k.data, per_token},
                                                                  {"q", p.q.data, per_token},
@@ -77,10 +90,13 @@ inline void kdn_gain_check(const kdn_gain_problem& p) {
     throw std::invalid_argument("kdn_gain: final_covariance is missing (a null pointer)");
 }
 
-/// Scratch bytes kdn_gain_device needs: the chunk totals and carries of the covariance scan.
+/// Scratch bytes kdn_gain_device needs: the chunk totals and carries of the covariance scan (16 bytes a
+/// chunk, head and covariance lane, each), and with cu_seqlens the chunk map's table after them.
 inline long long kdn_gain_scratch_bytes(const kdn_gain_problem& p) {
-  const long long chunks = (p.tokens + kdn_gain_chunk_tokens - 1) / kdn_gain_chunk_tokens;
-  return 2 * static_cast<long long>(p.batch) * p.heads * chunks * kdn_gain_channels(p) * 16;
+  const std::vector<delta_rule_sequence_start> starts = delta_rule_sequence_starts(p);
+  const long long chunks = delta_rule_chunks(p, starts, nullptr).total_chunks;
+  return 2 * chunks * p.heads * kdn_gain_channels(p) * 16 +
+         static_cast<long long>(starts.size() * sizeof(delta_rule_sequence_start));
 }
 
 /// Runs the kernels on device pointers, `scratch` of kdn_gain_scratch_bytes (asynchronous on

@@ -43,6 +43,9 @@ struct kdn_gain_backward_problem {
 /// std::invalid_argument naming the rule for sizes out of range or a missing input or gradient buffer.
 inline void kdn_gain_backward_check(const kdn_gain_backward_problem& p) {
   kdn_gain_check_inputs(p.forward, "kdn_gain_backward");
+  if (p.forward.cu_seqlens != nullptr)
+    throw std::invalid_argument(
+        "kdn_gain_backward: cu_seqlens (rule: the backward runs one sequence a call; a packed batch is not taken yet)");
   const bool per_token = p.forward.tokens > 0;
   const std::tuple<const char*, const void*, bool> required[] = {
       {"dq", p.dq, per_token},         {"dk", p.dk, per_token}, {"dg", p.dg, per_token},

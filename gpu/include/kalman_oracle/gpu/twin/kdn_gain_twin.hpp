@@ -1,6 +1,6 @@
 // The CPU twin of the KDN gain kernels (gpu/src/kdn_gain.cu; docs/kernels.md, "KDN gains"): the
 // kernels' schedule run on the CPU over the same arithmetic (models/kdn_gain.cuh), so it computes
-// the kernels' bits, which the GPU test checks. Per (batch row, head) and covariance lane (a key
+// the kernels' bits, which the GPU test checks. Per (sequence, head) and covariance lane (a key
 // channel, or the head's one variance):
 //   map    per chunk of kdn_gain_chunk_tokens tokens, the leaves composed in order (later on the
 //          left), the chunk's total its last local prefix;
@@ -25,26 +25,29 @@ struct kdn_token_leaf {
   float a, omega, u;
 };
 
+/// One (sequence, head)'s inputs: token t is the sequence's (t0 + t of batch row b), its prior the
+/// state row `state` (the batch row, or the sequence of a varlen batch).
 template <class In>
 struct kdn_gain_reader {
   const kdn_gain_problem& p;
   long long b, h;
+  long long t0 = 0, state = b;
 
   float k(long long t, long long i) const {
-    return load_widened<In>(p.k, offset_of(p.k, b, t, h / p.key_head_group, i));
+    return load_widened<In>(p.k, offset_of(p.k, b, t0 + t, h / p.key_head_group, i));
   }
   float q(long long t, long long i) const {
-    return load_widened<In>(p.q, offset_of(p.q, b, t, h / p.key_head_group, i));
+    return load_widened<In>(p.q, offset_of(p.q, b, t0 + t, h / p.key_head_group, i));
   }
-  float g(long long t, long long i) const { return load_widened<In>(p.g, offset_of(p.g, b, t, h, i)); }
-  float omega(long long t, long long i) const { return load_widened<In>(p.omega, offset_of(p.omega, b, t, h, i)); }
-  float r(long long t) const { return load_widened<In>(p.r, offset_of(p.r, b, t, h)); }
+  float g(long long t, long long i) const { return load_widened<In>(p.g, offset_of(p.g, b, t0 + t, h, i)); }
+  float omega(long long t, long long i) const { return load_widened<In>(p.omega, offset_of(p.omega, b, t0 + t, h, i)); }
+  float r(long long t) const { return load_widened<In>(p.r, offset_of(p.r, b, t0 + t, h)); }
   float mu() const {
     return p.mu.data ? load_widened<In>(p.mu, offset_of(p.mu, h, 0, 0)) : static_cast<float>(p.key_dim);
   }
   float prior(long long lane) const {
     return p.initial_covariance.data
-               ? load_widened<In>(p.initial_covariance, offset_of(p.initial_covariance, b, h, lane))
+               ? load_widened<In>(p.initial_covariance, offset_of(p.initial_covariance, state, h, lane))
                : 1.0f;
   }
 
@@ -67,12 +70,12 @@ struct kdn_gain_reader {
 
 template <class In>
 void kdn_gain_twin_typed(const kdn_gain_problem& p) {
-  const long long B = p.batch, T = p.tokens, HV = p.heads, K = p.key_dim, L = kdn_gain_channels(p);
-  const long long chunk = kdn_gain_chunk_tokens, chunks = (T + chunk - 1) / chunk;
+  const long long HV = p.heads, K = p.key_dim, L = kdn_gain_channels(p);
   const bool diagonal = p.form == kdn_form::diagonal;
-  for (long long b = 0; b < B; ++b)
+  for (const delta_rule_sequence& s : delta_rule_sequence_list(p))
     for (long long h = 0; h < HV; ++h) {
-      const kdn_gain_reader<In> in{p, b, h};
+      const long long T = s.tokens, chunk = kdn_gain_chunk_tokens, chunks = s.chunks;
+      const kdn_gain_reader<In> in{p, s.batch_row, h, s.first_token, s.state};
       std::vector<float> prior(L);
       for (long long c = 0; c < L; ++c) prior[c] = in.prior(c);
       // map: each chunk's total, per lane.
@@ -104,7 +107,7 @@ void kdn_gain_twin_typed(const kdn_gain_problem& p) {
             covariance[i] = mobius_apply(prefix, prior[i]);
             predicted[i] = kdn_predict(x[i].a, previous[i], x[i].omega);
           }
-          const long long row = (b * T + t) * HV + h;  // [B, T, HV]
+          const long long row = (s.batch_row * p.tokens + s.first_token + t) * HV + h;  // [B, T, HV]
           const float r_t = in.r(t);
           if (diagonal) {
             const float innovation = add_rn(
@@ -126,7 +129,7 @@ void kdn_gain_twin_typed(const kdn_gain_problem& p) {
           previous = covariance;
         }
       }
-      for (long long i = 0; i < L; ++i) p.final_covariance[(b * HV + h) * L + i] = covariance[i];
+      for (long long i = 0; i < L; ++i) p.final_covariance[(s.state * HV + h) * L + i] = covariance[i];
     }
 }
 
