@@ -93,7 +93,23 @@ inline std::vector<kdn_gain_case> kdn_gain_varlen_cases() {
   return cases;
 }
 
-/// Every case, each with its own seed.
+/// Every variable-length case (kdn_gain_varlen_cases), each with its own seed from `seed` on.
+inline void for_each_kdn_gain_varlen_case(std::uint32_t seed,
+                                          const std::function<void(const kdn_gain_case&, kdn_gain_case_data&)>& body) {
+  for (const kdn_gain_case& c : kdn_gain_varlen_cases()) {
+    CAPTURE(static_cast<int>(c.form));
+    CAPTURE(c.T);
+    CAPTURE(c.lengths.size());
+    CAPTURE(c.K);
+    CAPTURE(static_cast<int>(c.dtype));
+    CAPTURE(c.given);
+    kdn_gain_case_data d;
+    make(d, c, seed++);
+    body(c, d);
+  }
+}
+
+/// Every case (the variable-length ones last), each with its own seed.
 inline void for_each_kdn_gain_case(const std::function<void(const kdn_gain_case&, kdn_gain_case_data&)>& body) {
   std::uint32_t seed = 1;
   for (kdn_form form : {kdn_form::diagonal, kdn_form::isotropic})
@@ -120,17 +136,7 @@ inline void for_each_kdn_gain_case(const std::function<void(const kdn_gain_case&
           make(d, c, seed++);
           body(c, d);
         }
-  for (const kdn_gain_case& c : kdn_gain_varlen_cases()) {
-    CAPTURE(static_cast<int>(c.form));
-    CAPTURE(c.T);
-    CAPTURE(c.lengths.size());
-    CAPTURE(c.K);
-    CAPTURE(static_cast<int>(c.dtype));
-    CAPTURE(c.given);
-    kdn_gain_case_data d;
-    make(d, c, seed++);
-    body(c, d);
-  }
+  for_each_kdn_gain_varlen_case(seed, body);
 }
 
 }  // namespace kalman_oracle::gpu::testing

@@ -63,15 +63,7 @@ struct gain_outputs {
 
 TEST_SUITE("twin") {
   TEST_CASE("twin: a varlen batch of KDN gains gives the bits of its sequences run one at a time") {
-    std::uint32_t seed = 900;
-    for (const kdn_gain_case& c : kdn_gain_varlen_cases()) {
-      CAPTURE(static_cast<int>(c.form));
-      CAPTURE(c.lengths.size());
-      CAPTURE(c.K);
-      CAPTURE(static_cast<int>(c.dtype));
-      CAPTURE(c.given);
-      kdn_gain_case_data d;
-      make(d, c, seed++);
+    for_each_kdn_gain_varlen_case(900, [](const kdn_gain_case& c, kdn_gain_case_data& d) {
       const long long HV = c.H * c.group, L = c.form == kdn_form::diagonal ? c.K : 1;
       const long long rows = static_cast<long long>(c.T) * HV;
       gain_outputs packed(d.per_token, rows, d.finals), alone(d.per_token, rows, d.finals);
@@ -99,7 +91,7 @@ TEST_SUITE("twin") {
       // Every output written (equal NaNs would pass the comparisons above).
       for (const std::vector<float>* x : {&packed.predicted, &packed.gain, &packed.readout, &packed.final_covariance})
         CHECK(std::none_of(x->begin(), x->end(), [](float e) { return std::isnan(e); }));
-    }
+    });
     // Bad offsets are refused naming the index and the rule; the backward refuses a packed batch.
     kdn_gain_case_data d;
     make(d, kdn_gain_varlen_cases().front(), 1);
