@@ -6,8 +6,8 @@
 reads a KDN fixture (python/kalman_oracle; BF16 inputs stay torch.bfloat16 for the gain op), runs
 kalman_oracle_torch.kdn (the gain op, then the two-key memory op) on the GPU and writes o, final_state,
 readout_variance and final_covariance (float32): a partial candidate. A varlen fixture (cu_seqlens) is
-run sequence by sequence, each from its own priors (the op takes no cu_seqlens yet; `kalman-oracle-gpu
-run` passes them to the memory kernels and runs the gain kernels sequence by sequence). With --gradients
+run sequence by sequence, each from its own priors (the KDN ops take no cu_seqlens yet; `kalman-oracle-gpu
+run` passes them to the gain and memory kernels, and runs the gain backward sequence by sequence). With --gradients
 (check with `conform --gradients-only`): the inputs as float32 leaves, autograd from the fixture's
 cotangents, and the gradients the fixture certifies written instead, as `kalman-oracle-gpu run
 --gradients` (conform_runner.py).
