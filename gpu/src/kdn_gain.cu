@@ -238,27 +238,16 @@ template <class In, kdn_form Form, int J>
 void launch_typed(const kdn_gain_problem& p, void* scratch) {
   const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
   // Scratch: the totals and the carries (one slot a chunk, head and lane each: chunk_slot), then with
-  // cu_seqlens the chunk map's table, copied there from pageable memory (the call returns once it is
-  // staged, so the vector may go).
-  const std::vector<delta_rule_sequence_start> host_starts = delta_rule_sequence_starts(p);
-  const long long slots = delta_rule_chunks(p, host_starts, nullptr).total_chunks * p.heads * kdn_gain_channels(p);
+  // cu_seqlens the chunk map's table.
+  const long long slots =
+      delta_rule_chunks(p, delta_rule_sequence_starts(p), nullptr).total_chunks * p.heads * kdn_gain_channels(p);
   mobius_f32* totals = static_cast<mobius_f32*>(scratch);
   mobius_f32* carries = totals + slots;
-  delta_rule_sequence_start* starts = nullptr;
-  if (!host_starts.empty()) {
-    starts = reinterpret_cast<delta_rule_sequence_start*>(carries + slots);
-    check_cuda(cudaMemcpyAsync(starts, host_starts.data(), host_starts.size() * sizeof(delta_rule_sequence_start),
-                               cudaMemcpyHostToDevice, stream),
-               "cudaMemcpyAsync(chunk map)");
-  }
-  const delta_rule_chunk_map map = delta_rule_chunks(p, host_starts, starts);
-  // The longest sequence's chunks (the grid's width), and whether some sequence is empty.
-  long long most = 0;
-  bool empty = false;
-  for (const delta_rule_sequence& s : delta_rule_sequence_list(p)) {
-    most = s.chunks > most ? s.chunks : most;
-    empty = empty || s.tokens == 0;
-  }
+  const kdn_launch_sequences sequences =
+      kdn_sequences_for_launch(p, reinterpret_cast<delta_rule_sequence_start*>(carries + slots), stream);
+  const delta_rule_chunk_map& map = sequences.map;
+  const long long most = sequences.longest_chunks;
+  const bool empty = sequences.some_empty;
   const unsigned N = static_cast<unsigned>(map.sequences), HV = static_cast<unsigned>(p.heads);
   if (empty) {
     kdn_gain_prior<In, Form><<<dim3(HV, N), kdn_lanes, 0, stream>>>(p, map);

@@ -3,16 +3,19 @@
 //
 // Schedule (the twin, twin/kdn_gain_backward_twin.hpp, runs the same): the forward's p̂ (the gain
 // kernels, unless given), then the reverse recursion of models/kdn_gain_backward.cuh as a chunked
-// scan of affine maps, one warp per (batch row, head, chunk of 64 tokens), lane l keeping channels
-// l, l + 32, … (diagonal) or, every lane alike, the head's one variance (isotropic):
+// scan of affine maps, one warp per (sequence, head, chunk of 64 tokens), lane l keeping channels
+// l, l + 32, … (diagonal) or, every lane alike, the head's one variance (isotropic). A sequence is a
+// batch row, or one of cu_seqlens' (blockIdx.z; delta_rule_chunk_map says where its tokens and its
+// chunks' scratch are, as in the forward):
 //   map     each chunk's tokens' maps composed from its last token down, written to scratch;
-//   carry   one warp per (batch row, head): y at the last chunk's end is the final covariance's
+//   carry   one warp per (sequence, head): y at the last chunk's end is the final covariance's
 //           cotangent, y_end[c − 1] = F_c(y_end[c]);
 //   emit    each chunk from its y_end, token by token downwards: every gradient, and y_{t−1};
 //           dμ's and dτ's terms summed per lane over the chunk, then the warp's tree;
-//   reduce  dq, dk over a key head's value heads (head order); dμ per head over batch rows and
-//           chunks, dτ over heads, in index order.
-// Every sum has a fixed order: bit-identical run to run, and equal to the twin.
+//   reduce  dq, dk over a key head's value heads (head order); per sequence, dμ per head over its
+//           chunks and dτ = 2 Σ / τ over its (head, chunk)s, then both over the sequences in order.
+// Every sum has a fixed order: bit-identical run to run, and equal to the twin; a packed batch gives
+// its sequences' bits run one at a time (dμ, dτ: their sums in sequence order).
 #include <cuda_runtime.h>
 
 #include "device_arena.hpp"
@@ -31,10 +34,11 @@ struct backward_scratch {
   float* predicted;  // [B, T, HV, L] (the forward's, when not given)
   float *forward_readout, *forward_final;
   void* forward_scratch;
-  kdn_adjoint_affine* affine;       // [B, HV, chunks, L]
-  float* carries;                   // [B, HV, chunks, L]
-  float *mu_partial, *tau_partial;  // [B, HV, chunks]
+  kdn_adjoint_affine* affine;       // [HV, NC, L] (chunk_slot)
+  float* carries;                   // [HV, NC, L]
+  float *mu_partial, *tau_partial;  // [HV, NC]
   float *q_parts, *k_parts;         // [B, T, HV, K]
+  delta_rule_sequence_start* chunk_table;
 };
 
 backward_scratch carve(const kdn_gain_backward_problem& bp, void* scratch) {
@@ -56,6 +60,7 @@ backward_scratch carve(const kdn_gain_backward_problem& bp, void* scratch) {
   s.tau_partial = take(n.tau_partial);
   s.q_parts = take(n.q_parts);
   s.k_parts = take(n.k_parts);
+  s.chunk_table = reinterpret_cast<delta_rule_sequence_start*>(take(n.chunk_table));
   return s;
 }
 
@@ -83,7 +88,7 @@ struct token_loader {
   __device__ void load_covariance_inputs(long long t, token_values<J>& x) const {
     const kdn_gain_problem& p = bp.forward;
     const int K = p.key_dim;
-    const long long row = (in.b * p.tokens + t) * p.heads + in.h;
+    const long long row = (in.b * p.tokens + in.t0 + t) * p.heads + in.h;
     x.r = in.r(t);
     if constexpr (Form == kdn_form::diagonal) {
 #pragma unroll
@@ -115,7 +120,7 @@ struct token_loader {
   __device__ void load_rest(long long t, token_values<J>& x) const {
     const kdn_gain_problem& p = bp.forward;
     const int K = p.key_dim;
-    const long long row = (in.b * p.tokens + t) * p.heads + in.h;
+    const long long row = (in.b * p.tokens + in.t0 + t) * p.heads + in.h;
     x.d_readout = cotangent_or_zero(bp.d_readout_variance, row);
     float decay = 0.0f, queries = 0.0f;
 #pragma unroll
@@ -170,16 +175,25 @@ __device__ __forceinline__ int lanes_of(int K) {
   return Form == kdn_form::diagonal ? K : 1;
 }
 
+/// Where chunk c of sequence s, head h keeps its map, its carry (lane i at this + i) and, with L = 1,
+/// its dμ and dτ partials: (h NC + first_chunk(s) + c) L, NC every sequence's chunks, so that a
+/// (sequence, head)'s chunks are consecutive for the carry's walk (the forward's layout).
+__device__ __forceinline__ long long chunk_slot(const delta_rule_chunk_map& map, const delta_rule_sequence& s,
+                                                long long h, long long c, int L) {
+  return (h * map.total_chunks + s.first_chunk + c) * L;
+}
+
 /// map: chunk c's composed map per covariance lane.
 template <class In, kdn_form Form, int J>
 __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
     kdn_gain_backward_map(const kdn_gain_backward_problem bp, const float* predicted, kdn_adjoint_affine* totals,
-                          int chunks) {
+                          const delta_rule_chunk_map map) {
   const int lane = threadIdx.x, chunk = blockIdx.x * warps_per_block + threadIdx.y;
-  if (chunk >= chunks) return;
+  const delta_rule_sequence s = map.sequence(blockIdx.z);
+  if (chunk >= s.chunks) return;
   const kdn_gain_problem& p = bp.forward;
-  const long long h = blockIdx.y, b = blockIdx.z, T = p.tokens;
-  const kdn_head_reader<In> in{p, b, h};
+  const long long h = blockIdx.y, T = s.tokens;
+  const kdn_head_reader<In> in{p, s.batch_row, h, s.first_token, s.state};
   const token_loader<In, Form, J> load{bp, in, predicted, in.mu(), lane};
   const int L = lanes_of<Form>(p.key_dim);
   const long long first = static_cast<long long>(chunk) * chunk_tokens;
@@ -196,23 +210,24 @@ __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
         total[j] = t == end - 1 ? s : kdn_adjoint_then(total[j], s);
       }
   }
-  kdn_adjoint_affine* out = totals + ((b * p.heads + h) * chunks + chunk) * L;
+  kdn_adjoint_affine* out = totals + chunk_slot(map, s, h, chunk, L);
 #pragma unroll
   for (int j = 0; j < J; ++j)
     if (lane + j * kdn_lanes < L) out[lane + j * kdn_lanes] = total[j];
 }
 
-/// carry: y at every chunk's end, one warp per (batch row, head).
+/// carry: y at every chunk's end, one warp per (sequence, head).
 template <kdn_form Form>
 __global__ void __launch_bounds__(kdn_lanes)
     kdn_gain_backward_carry(const kdn_gain_backward_problem bp, const kdn_adjoint_affine* totals, float* carries,
-                            int chunks) {
-  const long long h = blockIdx.x, b = blockIdx.y;
-  const int L = lanes_of<Form>(bp.forward.key_dim);
-  const long long base = (b * bp.forward.heads + h) * chunks * L;
+                            const delta_rule_chunk_map map) {
+  const long long h = blockIdx.x;
+  const delta_rule_sequence s = map.sequence(blockIdx.y);
+  const int L = lanes_of<Form>(bp.forward.key_dim), chunks = s.chunks;
+  const long long base = chunk_slot(map, s, h, 0, L);
   constexpr int batch = 8;  // the totals loaded a batch ahead of the applications that need them
   for (int i = threadIdx.x; i < L; i += kdn_lanes) {
-    float y = cotangent_or_zero(bp.d_final_covariance, (b * bp.forward.heads + h) * L + i);
+    float y = cotangent_or_zero(bp.d_final_covariance, (s.state * bp.forward.heads + h) * L + i);
     for (int c = chunks - 1; c >= 0; c -= batch) {
       kdn_adjoint_affine total[batch];
 #pragma unroll
@@ -228,17 +243,22 @@ __global__ void __launch_bounds__(kdn_lanes)
   }
 }
 
-/// emit: every token's gradients, from its chunk's carry downwards.
+/// emit: every token's gradients, from its chunk's carry downwards. Four blocks an SM up to J = 4 (K <= 128):
+/// the token loop is latency-bound, and without the bound the diagonal form at J = 4 took 138 registers,
+/// three blocks an SM, and ran 16–38% slower on the H200 than at 126 (measured: docs/kernels.md, "The KDN
+/// gain backward on packed batches"); at J = 8 the bound would spill.
 template <class In, kdn_form Form, int J>
-__global__ void __launch_bounds__(kdn_lanes* warps_per_block)
+__global__ void __launch_bounds__(kdn_lanes* warps_per_block, J <= 4 ? 4 : 1)
     kdn_gain_backward_emit(const kdn_gain_backward_problem bp, const float* predicted, const float* carries,
-                           float* mu_partial, float* tau_partial, float* q_parts, float* k_parts, int chunks) {
+                           float* mu_partial, float* tau_partial, float* q_parts, float* k_parts,
+                           const delta_rule_chunk_map map) {
   const int lane = threadIdx.x, chunk = blockIdx.x * warps_per_block + threadIdx.y;
-  if (chunk >= chunks) return;
+  const delta_rule_sequence s = map.sequence(blockIdx.z);
+  if (chunk >= s.chunks) return;
   const kdn_gain_problem& p = bp.forward;
-  const long long h = blockIdx.y, b = blockIdx.z, T = p.tokens, HV = p.heads;
+  const long long h = blockIdx.y, T = s.tokens, HV = p.heads;
   const long long group = p.key_head_group, H = HV / group;
-  const kdn_head_reader<In> in{p, b, h};
+  const kdn_head_reader<In> in{p, s.batch_row, h, s.first_token, s.state};
   const float mu = in.mu();
   const token_loader<In, Form, J> load{bp, in, predicted, mu, lane};
   const int K = p.key_dim, L = lanes_of<Form>(K);
@@ -250,7 +270,7 @@ __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
   float y[J];
 #pragma unroll
   for (int j = 0; j < J; ++j)
-    if (holds(j)) y[j] = carries[((b * HV + h) * chunks + chunk) * L + lane_channel(j)];
+    if (holds(j)) y[j] = carries[chunk_slot(map, s, h, chunk, L) + lane_channel(j)];
   float* dq = group > 1 ? q_parts : bp.dq;
   float* dk = group > 1 ? k_parts : bp.dk;
   float mu_lane = 0.0f, tau_lane = 0.0f;
@@ -269,8 +289,9 @@ __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
         previous[j] =
             t == 0 ? in.prior(lane_channel(j))
                    : kdn_posterior(before.predicted[j], Form == kdn_form::diagonal ? before.u[j] : before.u_head);
-    const long long row = (b * T + t) * HV + h;
-    const long long key_row = group > 1 ? row : (b * T + t) * H + h / group;
+    const long long token = s.batch_row * p.tokens + s.first_token + t;  // in [B, T]
+    const long long row = token * HV + h;
+    const long long key_row = group > 1 ? row : token * H + h / group;
     if constexpr (Form == kdn_form::diagonal) {
       float r_terms = 0.0f;
 #pragma unroll
@@ -317,43 +338,46 @@ __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
   }
   const float mu_sum = warp_channel_sum(mu_lane), tau_sum = warp_channel_sum(tau_lane);
   if (lane == 0) {
-    mu_partial[(b * HV + h) * chunks + chunk] = mu_sum;
-    tau_partial[(b * HV + h) * chunks + chunk] = tau_sum;
+    mu_partial[chunk_slot(map, s, h, chunk, 1)] = mu_sum;
+    tau_partial[chunk_slot(map, s, h, chunk, 1)] = tau_sum;
   }
   if (chunk == 0) {
 #pragma unroll
     for (int j = 0; j < J; ++j) {
       const int i = lane + j * kdn_lanes;
-      if (i < L) bp.dinitial_covariance[(b * HV + h) * L + i] = y[j];
+      if (i < L) bp.dinitial_covariance[(s.state * HV + h) * L + i] = y[j];
     }
   }
 }
 
-/// T = 0: the prior's gradient is the final covariance's cotangent.
+/// A sequence without tokens: its prior's gradient is its final covariance's cotangent.
 template <kdn_form Form>
-__global__ void kdn_gain_backward_prior(const kdn_gain_backward_problem bp) {
-  const long long h = blockIdx.x, b = blockIdx.y;
+__global__ void kdn_gain_backward_prior(const kdn_gain_backward_problem bp, const delta_rule_chunk_map map) {
+  const long long h = blockIdx.x;
+  const delta_rule_sequence s = map.sequence(blockIdx.y);
+  if (s.tokens != 0) return;
   const int L = lanes_of<Form>(bp.forward.key_dim);
   for (int i = threadIdx.x; i < L; i += blockDim.x) {
-    const long long at = (b * bp.forward.heads + h) * L + i;
+    const long long at = (s.state * bp.forward.heads + h) * L + i;
     bp.dinitial_covariance[at] = cotangent_or_zero(bp.d_final_covariance, at);
   }
 }
 
-/// dμ per head (Σ over batch rows, then chunks) and dτ = 2 Σ / τ (Σ over every (batch row, head,
-/// chunk) in index order), one block; the sums' loads batched ahead of their adds.
+/// dμ per head and dτ, one block: per sequence, dμ's partials over its chunks and dτ = 2 Σ / τ with Σ
+/// over its (head, chunk)s, each in index order from +0 (what a call for that sequence alone computes);
+/// then each over the sequences in order, from the first sequence's value (so that one sequence gives
+/// a one-sequence call's bits, the sign of a zero included). The sums' loads batched ahead of their adds.
 __global__ void kdn_gain_backward_reduce(const kdn_gain_backward_problem bp, const float* mu_partial,
-                                         const float* tau_partial, int chunks) {
-  const long long B = bp.forward.batch, HV = bp.forward.heads;
-  // Σ_{at < n} partial[index(at)] in the order of at, from +0.
-  const auto ordered_sum = [](const float* partial, long long n, auto index) {
+                                         const float* tau_partial, const delta_rule_chunk_map map) {
+  const long long HV = bp.forward.heads, NC = map.total_chunks;
+  // sum + Σ_{c < n} partial[c] in the order of c.
+  const auto ordered_sum = [](float sum, const float* partial, long long n) {
     constexpr int batch = 8;
-    float sum = 0.0f;
     for (long long at = 0; at < n; at += batch) {
       float v[batch];
 #pragma unroll
       for (int u = 0; u < batch; ++u)
-        if (at + u < n) v[u] = partial[index(at + u)];
+        if (at + u < n) v[u] = partial[at + u];
 #pragma unroll
       for (int u = 0; u < batch; ++u)
         if (at + u < n) sum = add_rn(sum, v[u]);
@@ -361,12 +385,25 @@ __global__ void kdn_gain_backward_reduce(const kdn_gain_backward_problem bp, con
     return sum;
   };
   if (bp.dmu)
-    for (long long h = threadIdx.x; h < HV; h += blockDim.x)
-      bp.dmu[h] = ordered_sum(mu_partial, B * chunks,
-                              [&](long long at) { return (at / chunks * HV + h) * chunks + at % chunks; });
+    for (long long h = threadIdx.x; h < HV; h += blockDim.x) {
+      float total = 0.0f;
+      for (long long n = 0; n < map.sequences; ++n) {
+        const delta_rule_sequence s = map.sequence(n);
+        const float own = ordered_sum(0.0f, mu_partial + h * NC + s.first_chunk, s.chunks);
+        total = n == 0 ? own : add_rn(total, own);
+      }
+      bp.dmu[h] = total;
+    }
   if (bp.dtau && threadIdx.x == 0) {
-    const float sum = ordered_sum(tau_partial, B * HV * chunks, [](long long at) { return at; });
-    bp.dtau[0] = div_rn(add_rn(sum, sum), bp.forward.tau);
+    float total = 0.0f;
+    for (long long n = 0; n < map.sequences; ++n) {
+      const delta_rule_sequence s = map.sequence(n);
+      float sum = 0.0f;
+      for (long long h = 0; h < HV; ++h) sum = ordered_sum(sum, tau_partial + h * NC + s.first_chunk, s.chunks);
+      const float own = div_rn(add_rn(sum, sum), bp.forward.tau);
+      total = n == 0 ? own : add_rn(total, own);
+    }
+    bp.dtau[0] = total;
   }
 }
 
@@ -394,28 +431,34 @@ template <class In, kdn_form Form, int J>
 void launch_typed(const kdn_gain_backward_problem& bp, const backward_scratch& s, const float* predicted) {
   const kdn_gain_problem& p = bp.forward;
   const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
-  const int chunks = (p.tokens + chunk_tokens - 1) / chunk_tokens;
-  if (p.tokens == 0) {
-    kdn_gain_backward_prior<Form><<<dim3(p.heads, p.batch), kdn_lanes, 0, stream>>>(bp);
+  // With cu_seqlens the chunk map's table in the scratch.
+  const kdn_launch_sequences sequences = kdn_sequences_for_launch(p, s.chunk_table, stream);
+  const delta_rule_chunk_map& map = sequences.map;
+  const long long most = sequences.longest_chunks;
+  const bool empty = sequences.some_empty;
+  const unsigned N = static_cast<unsigned>(map.sequences), HV = static_cast<unsigned>(p.heads);
+  if (empty) {
+    kdn_gain_backward_prior<Form><<<dim3(HV, N), kdn_lanes, 0, stream>>>(bp, map);
     check_cuda(cudaGetLastError(), "kdn_gain_backward_prior");
-  } else {
+  }
+  if (most > 0) {
     const dim3 block(kdn_lanes, warps_per_block),
-        grid((chunks + warps_per_block - 1) / warps_per_block, p.heads, p.batch);
-    if (chunks > 1) {
-      kdn_gain_backward_map<In, Form, J><<<grid, block, 0, stream>>>(bp, predicted, s.affine, chunks);
+        grid(static_cast<unsigned>((most + warps_per_block - 1) / warps_per_block), HV, N);
+    if (most > 1) {
+      kdn_gain_backward_map<In, Form, J><<<grid, block, 0, stream>>>(bp, predicted, s.affine, map);
       check_cuda(cudaGetLastError(), "kdn_gain_backward_map");
     }
-    kdn_gain_backward_carry<Form><<<dim3(p.heads, p.batch), kdn_lanes, 0, stream>>>(bp, s.affine, s.carries, chunks);
+    kdn_gain_backward_carry<Form><<<dim3(HV, N), kdn_lanes, 0, stream>>>(bp, s.affine, s.carries, map);
     check_cuda(cudaGetLastError(), "kdn_gain_backward_carry");
-    kdn_gain_backward_emit<In, Form, J><<<grid, block, 0, stream>>>(bp, predicted, s.carries, s.mu_partial,
-                                                                    s.tau_partial, s.q_parts, s.k_parts, chunks);
+    kdn_gain_backward_emit<In, Form, J>
+        <<<grid, block, 0, stream>>>(bp, predicted, s.carries, s.mu_partial, s.tau_partial, s.q_parts, s.k_parts, map);
     check_cuda(cudaGetLastError(), "kdn_gain_backward_emit");
     if (p.key_head_group > 1) {
       kdn_gain_backward_key_heads<<<1024, 256, 0, stream>>>(bp, s.q_parts, s.k_parts);
       check_cuda(cudaGetLastError(), "kdn_gain_backward_key_heads");
     }
   }
-  kdn_gain_backward_reduce<<<1, 256, 0, stream>>>(bp, s.mu_partial, s.tau_partial, chunks);
+  kdn_gain_backward_reduce<<<1, 256, 0, stream>>>(bp, s.mu_partial, s.tau_partial, map);
   check_cuda(cudaGetLastError(), "kdn_gain_backward_reduce");
 }
 
@@ -461,7 +504,7 @@ void kdn_gain_backward_host(const kdn_gain_backward_problem& host) {
   kdn_gain_backward_check(host);
   const kdn_gain_problem& f = host.forward;
   const long long B = f.batch, T = f.tokens, HV = f.heads, K = f.key_dim, H = HV / f.key_head_group;
-  const long long L = kdn_gain_channels(f);
+  const long long L = kdn_gain_channels(f), N = f.cu_seqlens != nullptr ? f.sequences : B;
   const bool diagonal = f.form == kdn_form::diagonal;
   device_arena arena;
   kdn_gain_backward_problem device = host;
@@ -472,21 +515,21 @@ void kdn_gain_backward_host(const kdn_gain_backward_problem& host) {
   d.omega = diagonal ? arena.upload(f.omega, {B, T, HV, K}, f.dtype) : arena.upload(f.omega, {B, T, HV}, f.dtype);
   d.r = arena.upload(f.r, {B, T, HV}, f.dtype);
   d.mu = arena.upload(f.mu, {HV}, f.dtype);
-  d.initial_covariance = diagonal ? arena.upload(f.initial_covariance, {B, HV, K}, f.dtype)
-                                  : arena.upload(f.initial_covariance, {B, HV}, f.dtype);
+  d.initial_covariance = diagonal ? arena.upload(f.initial_covariance, {N, HV, K}, f.dtype)
+                                  : arena.upload(f.initial_covariance, {N, HV}, f.dtype);
   d.predicted_covariance = d.gain = d.readout_variance = d.final_covariance = nullptr;
   device.predicted_covariance = arena.upload(host.predicted_covariance, B * T * HV * L);
   device.d_gain = arena.upload(host.d_gain, B * T * HV * L);
   device.d_predicted_covariance = arena.upload(host.d_predicted_covariance, B * T * HV * L);
   device.d_readout_variance = arena.upload(host.d_readout_variance, B * T * HV);
-  device.d_final_covariance = arena.upload(host.d_final_covariance, B * HV * L);
+  device.d_final_covariance = arena.upload(host.d_final_covariance, N * HV * L);
   device.dq = arena.poisoned(B * T * H * K);
   device.dk = arena.poisoned(B * T * H * K);
   device.dg = arena.poisoned(B * T * HV * K);
   device.domega = arena.poisoned(B * T * HV * L);
   device.dr = arena.poisoned(B * T * HV);
   device.dmu = host.dmu ? arena.poisoned(HV) : nullptr;
-  device.dinitial_covariance = arena.poisoned(B * HV * L);
+  device.dinitial_covariance = arena.poisoned(N * HV * L);
   device.dtau = host.dtau ? arena.poisoned(1) : nullptr;
   void* scratch = arena.allocate(static_cast<std::size_t>(kdn_gain_backward_scratch_bytes(device)));
   kdn_gain_backward_device(device, scratch);
@@ -500,7 +543,7 @@ void kdn_gain_backward_host(const kdn_gain_backward_problem& host) {
   download(host.domega, device.domega, B * T * HV * L);
   download(host.dr, device.dr, B * T * HV);
   download(host.dmu, device.dmu, HV);
-  download(host.dinitial_covariance, device.dinitial_covariance, B * HV * L);
+  download(host.dinitial_covariance, device.dinitial_covariance, N * HV * L);
   download(host.dtau, device.dtau, 1);
 }
 

@@ -1,10 +1,14 @@
 // What the KDN gain kernels and their backward share (gpu/src/kdn_gain.cu, kdn_gain_backward.cu;
-// private to gpu/src): a lane's reads of one (batch row, head)'s inputs, and the warp's sum over
-// channels in kdn_channel_sum_twin's order.
+// private to gpu/src): a lane's reads of one (sequence, head)'s inputs, the warp's sum over channels in
+// kdn_channel_sum_twin's order, and the launchers' view of the sequences (chunk map, grid width).
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <vector>
+
+#include "cuda_check.hpp"
+#include "kalman_oracle/gpu/delta_rule_sequences.hpp"
 #include "kalman_oracle/gpu/input_element.cuh"
 #include "kalman_oracle/gpu/kdn_gain.hpp"
 #include "kalman_oracle/gpu/models/kdn_gain.cuh"
@@ -47,5 +51,31 @@ struct kdn_head_reader {
                : 1.0f;
   }
 };
+
+/// What a launcher needs of the problem's sequences: the chunk map (with cu_seqlens its table copied to
+/// `table`, device memory of N + 1 entries, from pageable memory on `stream`: the call returns once it is
+/// staged, so the host vector may go), the longest sequence's chunks (the grid's width) and whether some
+/// sequence is empty (the prior launch).
+struct kdn_launch_sequences {
+  delta_rule_chunk_map map;
+  long long longest_chunks = 0;
+  bool some_empty = false;
+};
+
+inline kdn_launch_sequences kdn_sequences_for_launch(const kdn_gain_problem& p, delta_rule_sequence_start* table,
+                                                     cudaStream_t stream) {
+  const std::vector<delta_rule_sequence_start> host_starts = delta_rule_sequence_starts(p);
+  if (!host_starts.empty())
+    check_cuda(cudaMemcpyAsync(table, host_starts.data(), host_starts.size() * sizeof(delta_rule_sequence_start),
+                               cudaMemcpyHostToDevice, stream),
+               "cudaMemcpyAsync(chunk map)");
+  kdn_launch_sequences out;
+  out.map = delta_rule_chunks(p, host_starts, host_starts.empty() ? nullptr : table);
+  for (const delta_rule_sequence& s : delta_rule_sequence_list(p)) {
+    out.longest_chunks = s.chunks > out.longest_chunks ? s.chunks : out.longest_chunks;
+    out.some_empty = out.some_empty || s.tokens == 0;
+  }
+  return out;
+}
 
 }  // namespace kalman_oracle::gpu

@@ -2,7 +2,7 @@
 // reach. exp_within_one_ulp is within one ulp of the correctly rounded e^x (MPFR) on a dense sample
 // of binary32 arguments and at the edges; T = 0 returns the prior; sizes outside the kernels' range
 // are refused by name; a variable-length batch (cu_seqlens) gives the bits of its sequences run one at
-// a time. The twin's values are checked against the fixtures through `conform`
+// a time, forward and backward (the backward's dμ and dτ: the sequences' own, summed in order). The twin's values are checked against the fixtures through `conform`
 // (gpu/CMakeLists.txt: twin.kdn_gain.*), with a planted bug caught there.
 #include <doctest/doctest.h>
 
@@ -12,12 +12,15 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "kalman_oracle/gpu/kdn_gain_backward.hpp"
+#include "kalman_oracle/gpu/twin/kdn_gain_backward_twin.hpp"
 #include "kalman_oracle/gpu/twin/kdn_gain_twin.hpp"
 #include "kdn_gain_cases.hpp"
 
@@ -59,6 +62,37 @@ struct gain_outputs {
       : predicted(per_token, NAN), gain(per_token, NAN), readout(rows, NAN), final_covariance(finals, NAN) {}
 };
 
+/// The gain path's gradients, NaN until written.
+struct gain_gradients {
+  std::vector<float> dq, dk, dg, domega, dr, dmu, dprior, dtau;
+  gain_gradients(long long keys, long long gates, long long per_token, long long rows, long long heads,
+                 long long finals)
+      : dq(keys, NAN),
+        dk(keys, NAN),
+        dg(gates, NAN),
+        domega(per_token, NAN),
+        dr(rows, NAN),
+        dmu(heads, NAN),
+        dprior(finals, NAN),
+        dtau(1, NAN) {}
+  void point(kdn_gain_backward_problem& p) {
+    p.dq = dq.data(), p.dk = dk.data(), p.dg = dg.data(), p.domega = domega.data(), p.dr = dr.data();
+    p.dmu = dmu.data(), p.dinitial_covariance = dprior.data(), p.dtau = dtau.data();
+  }
+  /// (name, this one's, other's) for every gradient.
+  std::vector<std::tuple<const char*, const std::vector<float>*, const std::vector<float>*>> named(
+      const gain_gradients& other) const {
+    return {{"dq", &dq, &other.dq},
+            {"dk", &dk, &other.dk},
+            {"dg", &dg, &other.dg},
+            {"domega", &domega, &other.domega},
+            {"dr", &dr, &other.dr},
+            {"dmu", &dmu, &other.dmu},
+            {"dinitial_covariance", &dprior, &other.dprior},
+            {"dtau", &dtau, &other.dtau}};
+  }
+};
+
 }  // namespace
 
 TEST_SUITE("twin") {
@@ -92,7 +126,7 @@ TEST_SUITE("twin") {
       for (const std::vector<float>* x : {&packed.predicted, &packed.gain, &packed.readout, &packed.final_covariance})
         CHECK(std::none_of(x->begin(), x->end(), [](float e) { return std::isnan(e); }));
     });
-    // Bad offsets are refused naming the index and the rule; the backward refuses a packed batch.
+    // Bad offsets are refused naming the index and the rule, by the forward and the backward.
     kdn_gain_case_data d;
     make(d, kdn_gain_varlen_cases().front(), 1);
     std::vector<float> out(static_cast<std::size_t>(d.per_token + d.finals) * 2, NAN);
@@ -103,9 +137,55 @@ TEST_SUITE("twin") {
     p.cu_seqlens = offsets.data();
     CHECK_THROWS_WITH_AS(kdn_gain_twin(p), doctest::Contains("(rule: non-decreasing)"), std::invalid_argument);
     kdn_gain_backward_problem bp;
-    bp.forward = d.problem;
-    CHECK_THROWS_WITH_AS(kdn_gain_backward_check(bp), doctest::Contains("cu_seqlens (rule: the backward runs one"),
+    bp.forward = p;
+    CHECK_THROWS_WITH_AS(kdn_gain_backward_check(bp), doctest::Contains("(rule: non-decreasing)"),
                          std::invalid_argument);
+  }
+
+  TEST_CASE("twin: a varlen batch of KDN gain gradients gives its sequences' bits run one at a time") {
+    std::mt19937 rng(77);
+    std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+    for_each_kdn_gain_varlen_case(950, [&](const kdn_gain_case& c, kdn_gain_case_data& d) {
+      const long long HV = c.H * c.group, L = c.form == kdn_form::diagonal ? c.K : 1, N = c.lengths.size();
+      const long long rows = static_cast<long long>(c.T) * HV, keys = static_cast<long long>(c.T) * c.H * c.K;
+      // Every cotangent given (an absent one would leave some gradient terms untested).
+      std::vector<float> d_gain(d.per_token), d_predicted(d.per_token), d_readout(rows), d_final(d.finals);
+      for (std::vector<float>* x : {&d_gain, &d_predicted, &d_readout, &d_final})
+        for (float& e : *x) e = unit(rng);
+      gain_gradients packed(keys, rows * c.K, d.per_token, rows, HV, d.finals),
+          alone(keys, rows * c.K, d.per_token, rows, HV, d.finals);
+      kdn_gain_backward_problem bp;
+      bp.forward = d.problem;
+      bp.d_gain = d_gain.data(), bp.d_predicted_covariance = d_predicted.data();
+      bp.d_readout_variance = d_readout.data(), bp.d_final_covariance = d_final.data();
+      packed.point(bp);
+      kdn_gain_backward_twin(bp);
+      // Each sequence alone; its dμ and dτ summed over the sequences in order, from the first's.
+      for (long long n = 0; n < N; ++n) {
+        const long long t0 = d.cu_seqlens[n];
+        kdn_gain_backward_problem q;
+        q.forward = d.problem;
+        q.forward.cu_seqlens = nullptr, q.forward.sequences = 0;
+        q.forward.tokens = static_cast<int>(c.lengths[n]);
+        for (strided_input* x : {&q.forward.k, &q.forward.q, &q.forward.g, &q.forward.omega, &q.forward.r})
+          *x = moved(*x, 1, t0, c.dtype);
+        q.forward.initial_covariance = moved(q.forward.initial_covariance, 0, n, c.dtype);
+        q.d_gain = d_gain.data() + t0 * HV * L, q.d_predicted_covariance = d_predicted.data() + t0 * HV * L;
+        q.d_readout_variance = d_readout.data() + t0 * HV, q.d_final_covariance = d_final.data() + n * HV * L;
+        std::vector<float> dmu(HV), dtau(1);
+        q.dq = alone.dq.data() + t0 * c.H * c.K, q.dk = alone.dk.data() + t0 * c.H * c.K;
+        q.dg = alone.dg.data() + t0 * HV * c.K, q.domega = alone.domega.data() + t0 * HV * L;
+        q.dr = alone.dr.data() + t0 * HV, q.dinitial_covariance = alone.dprior.data() + n * HV * L;
+        q.dmu = dmu.data(), q.dtau = dtau.data();
+        kdn_gain_backward_twin(q);
+        for (long long h = 0; h < HV; ++h) alone.dmu[h] = n == 0 ? dmu[h] : add_rn(alone.dmu[h], dmu[h]);
+        alone.dtau[0] = n == 0 ? dtau[0] : add_rn(alone.dtau[0], dtau[0]);
+      }
+      for (const auto& [name, x, y] : packed.named(alone)) {
+        CHECK(first_difference(name, *x, *y) == "");
+        CHECK(std::none_of(x->begin(), x->end(), [](float e) { return std::isnan(e); }));  // every gradient written
+      }
+    });
   }
 
   TEST_CASE("twin: exp_within_one_ulp is within one ulp of the correctly rounded e^x") {

@@ -2,7 +2,6 @@
 #include "run_kdn_gain.hpp"
 
 #include <cmath>
-#include <functional>
 #include <vector>
 
 #include "fixture_inputs.hpp"
@@ -18,7 +17,8 @@ namespace kalman_oracle::gpu::tools {
 namespace {
 
 /// What kdn_gradients needs of run_kdn_gain's set-up: the memory's problem and inputs (κ among them),
-/// the sequences, and each sequence's gain-path problem; β [B, T, HV] for the isotropic form.
+/// the sequences, and the gain path's problem (a varlen fixture's sequences through cu_seqlens); β
+/// [B, T, HV] for the isotropic form.
 struct kdn_run {
   const delta_rule_problem& memory;
   const delta_rule_views& memory_inputs;
@@ -27,7 +27,7 @@ struct kdn_run {
   bool varlen;
   long long B, T;
   bool diagonal;
-  std::function<kdn_gain_problem(long long)> sequence;
+  const kdn_gain_problem& gains;
   const std::vector<float>* beta;
 };
 
@@ -71,30 +71,25 @@ safetensors::file kdn_gradients(const safetensors::file& f, const std::string& s
           d_gain[row] = sum;
         }
   }
+  // The gain path's backward in one call (a varlen fixture's sequences through cu_seqlens; dμ, shared by
+  // the sequences, their sum in sequence order: kdn_gain_backward.hpp).
   std::vector<float> dq(B * T * H * K), dk(dq.size()), dg(B * T * HV * K), domega(B * T * HV * L), dr(B * T * HV),
-      dmu(HV, 0.0f), dprior(N * HV * L), dmu_sequence(HV), dtau(1);
-  for (long long n = 0; n < static_cast<long long>(r.starts.size()); ++n) {
-    const long long t0 = r.starts[n];
-    kdn_gain_backward_problem g;
-    g.forward = r.sequence(n);
-    g.d_gain = d_gain.data() + t0 * HV * L;
-    g.d_readout_variance = dreadout_data ? dreadout_data + t0 * HV : nullptr;
-    g.d_final_covariance = dcov_data ? dcov_data + (r.varlen ? n : 0) * HV * L : nullptr;
-    g.dq = dq.data() + t0 * H * K, g.dk = dk.data() + t0 * H * K, g.dg = dg.data() + t0 * HV * K;
-    g.domega = domega.data() + t0 * HV * L, g.dr = dr.data() + t0 * HV;
-    g.dmu = dmu_sequence.data(), g.dinitial_covariance = dprior.data() + (r.varlen ? n : 0) * HV * L;
-    g.dtau = dtau.data();
-    if (on == executor::twin) {
-      kdn_gain_backward_twin(g);
-    } else {
+      dmu(HV), dprior(N * HV * L);
+  kdn_gain_backward_problem g;
+  g.forward = r.gains;
+  g.d_gain = d_gain.data();
+  g.d_readout_variance = dreadout_data;
+  g.d_final_covariance = dcov_data;
+  g.dq = dq.data(), g.dk = dk.data(), g.dg = dg.data(), g.domega = domega.data(), g.dr = dr.data();
+  g.dmu = dmu.data(), g.dinitial_covariance = dprior.data();
+  if (on == executor::twin) {
+    kdn_gain_backward_twin(g);
+  } else {
 #if defined(KALMAN_ORACLE_GPU_HAVE_CUDA)
-      kdn_gain_backward_host(g);
+    kdn_gain_backward_host(g);
 #else
-      throw input_error(
-          "--device cuda: this build has no CUDA kernels (no CUDA compiler was found); use --device twin");
+    throw input_error("--device cuda: this build has no CUDA kernels (no CUDA compiler was found); use --device twin");
 #endif
-    }
-    for (long long h = 0; h < HV; ++h) dmu[h] = add_rn(dmu[h], dmu_sequence[h]);  // μ is shared by the sequences
   }
   // Each shared input's shares: the memory's, then the gain path's (the isotropic κ share of dk summed
   // over a key head's value heads, in head order, before).
@@ -169,22 +164,8 @@ safetensors::file run_kdn_gain(const safetensors::file& f, const std::string& so
   const bool internals = f.find("predicted_covariance") != nullptr;
   std::vector<float> readout(B * T * HV), final_covariance(N * HV * L), predicted(internals ? B * T * HV * L : 0),
       gain(internals || memory ? B * T * HV * L : 0);
-  // Sequence n's problem: the inputs advanced to its first token (varlen: B = 1, its own prior).
-  const auto sequence = [&](long long n) {
-    const long long t0 = starts[n];
-    kdn_gain_problem q = p;
-    q.batch = static_cast<int>(varlen ? 1 : B);
-    q.tokens = static_cast<int>(ends[n] - t0);
-    q.k = advanced(k_all, t0 * k_all.stride[1], p.dtype);
-    q.q = advanced(q_all, t0 * q_all.stride[1], p.dtype);
-    q.g = advanced(g_all, t0 * g_all.stride[1], p.dtype);
-    q.r = advanced(r_all, t0 * r_all.stride[1], p.dtype);
-    q.omega = advanced(omega_all, t0 * omega_all.stride[1], p.dtype);
-    q.initial_covariance = advanced(prior_all, (varlen ? n : 0) * prior_all.stride[0], p.dtype);
-    return q;
-  };
-  // The gain kernels on the whole problem in one call: a varlen fixture's sequences through cu_seqlens.
-  // (The backward, kdn_gradients, runs a sequence a call through `sequence`.)
+  // The gain kernels on the whole problem in one call: a varlen fixture's sequences through cu_seqlens
+  // (the backward, kdn_gradients, too).
   kdn_gain_problem whole = p;
   std::vector<long long> offsets;
   if (varlen) {
@@ -259,7 +240,7 @@ safetensors::file run_kdn_gain(const safetensors::file& f, const std::string& so
     if (gradients)
       return kdn_gradients(
           f, source, on,
-          {m, all, starts, ends, varlen, B, T, diagonal, sequence, isotropic_gain.empty() ? nullptr : &gain});
+          {m, all, starts, ends, varlen, B, T, diagonal, whole, isotropic_gain.empty() ? nullptr : &gain});
     std::vector<float> o, final_state;
     run_delta_rule_sequences(m, all, starts, ends, varlen, B, T, o, final_state, on);
     out.tensors.push_back(safetensors::make_f32("o", {u(B), u(T), u(HV), u(V)}, o));

@@ -14,8 +14,8 @@
 
 namespace kalman_oracle::gpu::tools {
 
-/// The candidate for KDN fixture `fixture` (read from `source`); a varlen fixture's gains and memory run
-/// in one call each (cu_seqlens), its gain path's backward a sequence a call. With `memory`, the chunked
+/// The candidate for KDN fixture `fixture` (read from `source`); a varlen fixture's gains, memory and their
+/// backwards run in one call each (cu_seqlens). With `memory`, the chunked
 /// delta-rule kernel (run_delta_rule.hpp) then runs the memory
 /// with the gains just computed (the two-key rule with κ_t: the diagonal gain, or β_t k_t),
 /// and the candidate holds o and final_state too, in the bf16-tc tier's arithmetic: check with

@@ -40,7 +40,7 @@ struct kdn_gain_problem {
   void* stream = nullptr;  ///< a cudaStream_t; null: the default stream
   /// A variable-length batch (fla's cu_seqlens; B = 1), as delta_rule_problem's: null, or `sequences` + 1
   /// token offsets in host memory (sequence_offsets.hpp); sequence n runs from initial_covariance[n] to
-  /// final_covariance[n]. The forward kernels take it; the backward runs a sequence a call.
+  /// final_covariance[n]. The forward and backward kernels take it.
   const long long* cu_seqlens = nullptr;
   int sequences = 0;
 };

@@ -1,6 +1,7 @@
 // The CPU twin of the KDN gain backward kernels (gpu/src/kdn_gain_backward.cu; docs/kernels.md,
 // "KDN gain backward"): the kernels' schedule over the same arithmetic (models/kdn_gain_backward.cuh),
-// so it computes the kernels' bits, which the GPU test checks. Per (batch row, head):
+// so it computes the kernels' bits, which the GPU test checks. Per (sequence, head), a sequence a
+// batch row or one of cu_seqlens' (delta_rule_sequence_list):
 //   forward  p̂_t from the forward twin (unless given);
 //   map      per chunk of 64 tokens and covariance lane, the tokens' affine maps composed from the
 //            chunk's last token down (kdn_adjoint_then);
@@ -8,8 +9,9 @@
 //   emit     each chunk from its y_end, token by token downwards: every gradient, and y_{t−1};
 //            dμ's and dτ's terms summed per lane (lane l: channels l, l + 32, …, tokens downwards;
 //            the isotropic head's scalars on lane 0 only), then the lanes' tree;
-//   reduce   dq, dk over a key head's value heads in head order; dμ over batch rows and chunks,
-//            dτ over every (batch row, head, chunk), in index order; dτ = 2 Σ / τ.
+//   reduce   dq, dk over a key head's value heads in head order; per sequence dμ over its chunks and
+//            dτ = 2 Σ / τ, Σ over its (head, chunk)s, in index order from +0; then each over the
+//            sequences in order, from the first sequence's.
 // The sums over channels are in kdn_channel_sum_twin's order.
 #pragma once
 
@@ -52,7 +54,7 @@ struct kdn_backward_reader {
   kdn_backward_token token(long long t) const {
     const kdn_gain_problem& p = bp.forward;
     const long long T = p.tokens, HV = p.heads, K = p.key_dim, L = kdn_gain_channels(p);
-    const long long row = (in.b * T + t) * HV + in.h;
+    const long long row = (in.b * T + in.t0 + t) * HV + in.h;
     const float mu = in.mu();
     kdn_backward_token x;
     x.r = in.r(t);
@@ -105,17 +107,18 @@ struct kdn_backward_reader {
 template <class In>
 void kdn_gain_backward_twin_typed(const kdn_gain_backward_problem& bp) {
   const kdn_gain_problem& p = bp.forward;
-  const long long B = p.batch, T = p.tokens, HV = p.heads, K = p.key_dim, L = kdn_gain_channels(p);
+  const long long B = p.batch, HV = p.heads, K = p.key_dim, L = kdn_gain_channels(p);
   const long long H = HV / p.key_head_group, group = p.key_head_group;
-  const long long chunk = kdn_gain_backward_chunk_tokens, chunks = (T + chunk - 1) / chunk;
+  const long long chunk = kdn_gain_backward_chunk_tokens;
+  const long long N = p.cu_seqlens != nullptr ? p.sequences : B;
   const bool diagonal = p.form == kdn_form::diagonal;
   // The forward's p̂, unless given.
   std::vector<float> own_predicted;
   const float* predicted = bp.predicted_covariance;
   if (predicted == nullptr) {
-    own_predicted.resize(static_cast<std::size_t>(B * T * HV * L));
-    std::vector<float> readout(static_cast<std::size_t>(B * T * HV)),
-        final_covariance(static_cast<std::size_t>(B * HV * L));
+    own_predicted.resize(static_cast<std::size_t>(B * p.tokens * HV * L));
+    std::vector<float> readout(static_cast<std::size_t>(B * p.tokens * HV)),
+        final_covariance(static_cast<std::size_t>(N * HV * L));
     kdn_gain_problem f = p;
     f.predicted_covariance = own_predicted.data();
     f.gain = nullptr;
@@ -127,14 +130,21 @@ void kdn_gain_backward_twin_typed(const kdn_gain_backward_problem& bp) {
   // dq, dk per value head when value heads share a key head (summed below), else in place.
   std::vector<float> q_parts, k_parts;
   if (group > 1) {
-    q_parts.resize(static_cast<std::size_t>(B * T * HV * K));
+    q_parts.resize(static_cast<std::size_t>(B * p.tokens * HV * K));
     k_parts.resize(q_parts.size());
   }
-  std::vector<float> mu_partial(static_cast<std::size_t>(B * HV * chunks)), tau_partial(mu_partial.size());
+  const std::vector<delta_rule_sequence> sequences = delta_rule_sequence_list(p);
+  // dμ's and dτ's partials per (sequence, head, chunk).
+  std::vector<std::vector<float>> mu_partial(sequences.size() * HV), tau_partial(mu_partial.size());
   const float channels = static_cast<float>(K);
-  for (long long b = 0; b < B; ++b)
+  for (std::size_t n = 0; n < sequences.size(); ++n)
     for (long long h = 0; h < HV; ++h) {
-      const kdn_backward_reader<In> rd{bp, predicted, kdn_gain_reader<In>{p, b, h}};
+      const delta_rule_sequence& sequence = sequences[n];
+      const long long T = sequence.tokens, chunks = sequence.chunks;
+      const kdn_backward_reader<In> rd{
+          bp, predicted, kdn_gain_reader<In>{p, sequence.batch_row, h, sequence.first_token, sequence.state}};
+      std::vector<float>& mu_of = mu_partial[n * HV + h];
+      std::vector<float>& tau_of = tau_partial[n * HV + h];
       // map.
       std::vector<kdn_adjoint_affine> total(static_cast<std::size_t>(chunks * L));
       for (long long c = 0; c < chunks; ++c) {
@@ -150,7 +160,7 @@ void kdn_gain_backward_twin_typed(const kdn_gain_backward_problem& bp) {
       // carry.
       std::vector<float> y_end(static_cast<std::size_t>(chunks * L));
       for (long long i = 0; i < L; ++i) {
-        float y = cotangent_or_zero(bp.d_final_covariance, (b * HV + h) * L + i);
+        float y = cotangent_or_zero(bp.d_final_covariance, (sequence.state * HV + h) * L + i);
         for (long long c = chunks - 1; c >= 0; --c) {
           y_end[c * L + i] = y;
           if (c > 0) y = kdn_adjoint_apply(total[c * L + i], y);
@@ -165,8 +175,9 @@ void kdn_gain_backward_twin_typed(const kdn_gain_backward_problem& bp) {
           const kdn_backward_token x = rd.token(t);
           std::optional<kdn_backward_token> before;
           if (t > 0) before = rd.token(t - 1);
-          const long long row = (b * T + t) * HV + h;
-          const long long key_row = group > 1 ? row : (b * T + t) * H + h / group;
+          const long long token = sequence.batch_row * p.tokens + sequence.first_token + t;  // in [B, T]
+          const long long row = token * HV + h;
+          const long long key_row = group > 1 ? row : token * H + h / group;
           float* dq = group > 1 ? q_parts.data() : bp.dq;
           float* dk = group > 1 ? k_parts.data() : bp.dk;
           if (diagonal) {
@@ -204,18 +215,20 @@ void kdn_gain_backward_twin_typed(const kdn_gain_backward_problem& bp) {
             y[0] = gh.y_previous;
           }
         }
-        mu_partial[(b * HV + h) * chunks + c] = kdn_lane_tree_twin(mu_lane);
-        tau_partial[(b * HV + h) * chunks + c] = kdn_lane_tree_twin(tau_lane);
+        mu_of.push_back(kdn_lane_tree_twin(mu_lane));
+        tau_of.push_back(kdn_lane_tree_twin(tau_lane));
         if (c == 0)
-          for (long long i = 0; i < L; ++i) bp.dinitial_covariance[(b * HV + h) * L + i] = y[i];
+          for (long long i = 0; i < L; ++i) bp.dinitial_covariance[(sequence.state * HV + h) * L + i] = y[i];
       }
       if (T == 0)
-        for (long long i = 0; i < L; ++i)
-          bp.dinitial_covariance[(b * HV + h) * L + i] = cotangent_or_zero(bp.d_final_covariance, (b * HV + h) * L + i);
+        for (long long i = 0; i < L; ++i) {
+          const long long at = (sequence.state * HV + h) * L + i;
+          bp.dinitial_covariance[at] = cotangent_or_zero(bp.d_final_covariance, at);
+        }
     }
   // reduce.
   if (group > 1)
-    for (long long row = 0; row < B * T * H; ++row)
+    for (long long row = 0; row < B * p.tokens * H; ++row)
       for (long long i = 0; i < K; ++i) {
         const long long bt = row / H, hk = row % H;
         float q = q_parts[((bt * HV) + hk * group) * K + i], k = k_parts[((bt * HV) + hk * group) * K + i];
@@ -228,15 +241,24 @@ void kdn_gain_backward_twin_typed(const kdn_gain_backward_problem& bp) {
       }
   if (bp.dmu)
     for (long long h = 0; h < HV; ++h) {
-      float sum = 0.0f;
-      for (long long b = 0; b < B; ++b)
-        for (long long c = 0; c < chunks; ++c) sum = add_rn(sum, mu_partial[(b * HV + h) * chunks + c]);
-      bp.dmu[h] = sum;
+      float total = 0.0f;
+      for (std::size_t n = 0; n < sequences.size(); ++n) {
+        float own = 0.0f;
+        for (const float x : mu_partial[n * HV + h]) own = add_rn(own, x);
+        total = n == 0 ? own : add_rn(total, own);
+      }
+      bp.dmu[h] = total;
     }
   if (bp.dtau) {
-    float sum = 0.0f;
-    for (const float x : tau_partial) sum = add_rn(sum, x);
-    bp.dtau[0] = div_rn(add_rn(sum, sum), p.tau);
+    float total = 0.0f;
+    for (std::size_t n = 0; n < sequences.size(); ++n) {
+      float sum = 0.0f;
+      for (long long h = 0; h < HV; ++h)
+        for (const float x : tau_partial[n * HV + h]) sum = add_rn(sum, x);
+      const float own = div_rn(add_rn(sum, sum), p.tau);
+      total = n == 0 ? own : add_rn(total, own);
+    }
+    bp.dtau[0] = total;
   }
 }
 
