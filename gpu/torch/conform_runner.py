@@ -1,7 +1,7 @@
 """What the sequence-model conformance runners share (delta_rule_conform_runner.py,
 kdn_conform_runner.py; docs/kernels.md, "PyTorch"): the command line, a fixture's inputs on the GPU
 (float32 leaves for --gradients: the kernels widen 16-bit inputs exactly, so the values are the
-same), its sequences (cu_seqlens, or the whole T), and the candidate written: the outputs, or with
+same), its token offsets (cu_seqlens) if it has them, and the candidate written: the outputs, or with
 --gradients the gradients the fixture certifies, by torch.autograd from the fixture's cotangents."""
 import os
 import sys
@@ -25,8 +25,8 @@ def arguments(runner):
 
 class Fixture:
     """A fixture of one of `models` read for a runner: `fx` (kalman_oracle.load), `x` the inputs on
-    the GPU (cu_seqlens left out; float32 leaves with gradients), `sequences` the (start, end) token
-    ranges, `varlen` whether cu_seqlens gave them, `cu_seqlens` those offsets (int64 on the host) or None."""
+    the GPU (cu_seqlens left out; float32 leaves with gradients), `cu_seqlens` a varlen fixture's token
+    offsets (int64 on the host) or None."""
 
     def __init__(self, path, models, gradients):
         self.path, self.gradients = path, gradients
@@ -36,16 +36,8 @@ class Fixture:
         self.x = {n: t.cuda() for n, t in self.fx.inputs.items() if n != "cu_seqlens"}
         if gradients:
             self.x = {n: t.float().requires_grad_() for n, t in self.x.items()}
-        T = self.fx.inputs["k"].shape[1]
         cu = self.fx.inputs.get("cu_seqlens")
-        self.varlen = cu is not None
-        self.sequences = [(int(cu[n]), int(cu[n + 1])) for n in range(len(cu) - 1)] if self.varlen else [(0, T)]
-        self.cu_seqlens = cu.long() if self.varlen else None  # host offsets, as the delta-rule op takes them
-
-    def prior(self, name, n):
-        """Sequence n's prior (initial state or covariance): its row of a varlen fixture's [N, ...]."""
-        t = self.x.get(name)
-        return t[n:n + 1] if t is not None and self.varlen and t.shape[0] > 1 else t
+        self.cu_seqlens = None if cu is None else cu.long()  # host offsets, as the ops take them
 
     def write(self, output_path, outputs):
         """The candidate: `outputs` (name -> tensor), or with gradients the certified gradients of the

@@ -33,21 +33,6 @@ namespace {
 
 constexpr const char* op = "delta_rule";
 
-/// cu_seqlens as the kernels take it (host int64), checked for what the kernels' own check cannot see
-/// (rank, dtype, count); its values are delta_rule_check's (non-decreasing, 0 … T), named there.
-std::vector<long long> offsets_of(const at::Tensor& cu_seqlens, int64_t batch) {
-  TORCH_CHECK(cu_seqlens.dim() == 1 && cu_seqlens.size(0) >= 2, op,
-              ": cu_seqlens must be [N + 1] with N >= 1 sequences, got ",
-              gpu::torch_ops::shape_string(cu_seqlens.sizes()));
-  TORCH_CHECK(cu_seqlens.scalar_type() == at::kInt || cu_seqlens.scalar_type() == at::kLong, op,
-              ": cu_seqlens has dtype ", cu_seqlens.scalar_type(), "; rule: int32 or int64 token offsets");
-  TORCH_CHECK(batch == 1, op,
-              ": cu_seqlens needs B = 1 (the sequences packed in one row), got B = ", std::to_string(batch));
-  const at::Tensor host = cu_seqlens.to(at::kCPU, at::kLong).contiguous();
-  const int64_t* from = host.data_ptr<int64_t>();
-  return std::vector<long long>(from, from + host.size(0));
-}
-
 /// The kernels' problem for `model` (gla, delta_net, gated_delta_net, kda, two_key), its inputs checked
 /// (before any CUDA call: a tensor on the wrong device is refused by name); outputs and stream unset.
 /// With cu_seqlens, `offsets` holds them on the host for as long as the problem is used.
@@ -83,7 +68,7 @@ gpu::delta_rule_problem problem_of(const at::Tensor& q, const at::Tensor& k, con
   gpu::delta_rule_problem p;
   int64_t N = B;  // sequences
   if (cu_seqlens) {
-    offsets = offsets_of(*cu_seqlens, B);
+    offsets = gpu::torch_ops::sequence_offsets(*cu_seqlens, B, op);
     N = static_cast<int64_t>(offsets.size()) - 1;
     p.cu_seqlens = offsets.data();
     p.sequences = static_cast<int>(N);

@@ -24,20 +24,24 @@ accumulation), the backward in binary32 on the CUDA cores.
 
     from kalman_oracle_torch import kdn_gain
     predicted, gain, readout_variance, final_covariance = kdn_gain("diagonal", k, q, g, omega, r, mu=None,
-                                                                   initial_covariance=None, scale=None)
+                                                                   initial_covariance=None, scale=None,
+                                                                   cu_seqlens=None)
 
 the KDN gain path (docs/math.md §4, §5): q, k [B, T, H, K]; g log gates [B, T, HV, K]; omega
 [B, T, HV, K] (diagonal) or [B, T, HV] (isotropic); r [B, T, HV]; mu [HV] (default K); the prior
-covariance [B, HV, K] or [B, HV] (default 1), any of g, omega, r, mu and the prior broadcast; outputs
-float32 (the gain κ [B, T, HV, K] or β [B, T, HV]); differentiable in every tensor input
-(`torch.ops.kalman_oracle.kdn_gain`).
+covariance [N, HV, K] or [N, HV] (default 1), any of g, omega, r, mu and the prior broadcast; cu_seqlens
+as the delta-rule op's (N = B without it); outputs float32 (the gain κ [B, T, HV, K] or β [B, T, HV], the
+final covariance [N, HV, K] or [N, HV]); differentiable in every tensor input but cu_seqlens
+(`torch.ops.kalman_oracle.kdn_gain`; dmu of a packed batch is its sequences' summed in order).
 
     from kalman_oracle_torch import kdn
     o, final_state, readout_variance, final_covariance = kdn("diagonal", q, k, v, g, omega, r, mu=None,
-                                                             initial_covariance=None, initial_state=None)
+                                                             initial_covariance=None, initial_state=None,
+                                                             cu_seqlens=None)
 
 a whole KDN: the gain op, then the memory by the delta-rule op's two-key rule (model "two_key", the gain
-κ [B, T, HV, K] given), differentiable in every tensor input.
+κ [B, T, HV, K] given), one sequence a batch row or the packed sequences of cu_seqlens in one call of
+each, differentiable in every tensor input but cu_seqlens.
 
 Each extension is compiled on first use from its op's .cpp and gpu/src with torch.utils.cpp_extension
 (nvcc and ninja needed; $KALMAN_ORACLE_TORCH_BUILD, when set, is the parent of one build directory
@@ -152,48 +156,53 @@ def kla(v, Lambda, k, q, a_bar, p_bar, lambda_0=None, eta_0=None):
 
 @torch.library.custom_op("kalman_oracle::kdn_gain", mutates_args=())
 def _kdn_gain(form: str, k: Tensor, q: Tensor, g: Tensor, omega: Tensor, r: Tensor, mu: Optional[Tensor],
-              initial_covariance: Optional[Tensor], scale: float) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+              initial_covariance: Optional[Tensor], scale: float,
+              cu_seqlens: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     predicted, gain, readout, final_covariance = kdn_gain_extension().forward(form, k, q, g, omega, r, mu,
-                                                                              initial_covariance, scale)
+                                                                              initial_covariance, scale, cu_seqlens)
     return predicted, gain, readout, final_covariance
 
 
 @_kdn_gain.register_fake
-def _(form, k, q, g, omega, r, mu, initial_covariance, scale):
+def _(form, k, q, g, omega, r, mu, initial_covariance, scale, cu_seqlens):
     B, T, _, K = k.shape
     HV = g.shape[2]
+    N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
     per_token = (B, T, HV, K) if form == "diagonal" else (B, T, HV)
-    finals = (B, HV, K) if form == "diagonal" else (B, HV)
+    finals = (N, HV, K) if form == "diagonal" else (N, HV)
     f32 = dict(dtype=torch.float32, device=k.device)
     return (k.new_empty(per_token, **f32), k.new_empty(per_token, **f32), k.new_empty((B, T, HV), **f32),
             k.new_empty(finals, **f32))
 
 
 def _kdn_gain_setup_context(ctx, inputs, output):
-    form, k, q, g, omega, r, mu, initial_covariance, scale = inputs
+    form, k, q, g, omega, r, mu, initial_covariance, scale, cu_seqlens = inputs
     ctx.form, ctx.scale = form, scale
-    ctx.save_for_backward(k, q, g, omega, r, mu, initial_covariance, output[0])
+    ctx.save_for_backward(k, q, g, omega, r, mu, initial_covariance, cu_seqlens, output[0])
 
 
 def _kdn_gain_backward(ctx, d_predicted, d_gain, d_readout, d_final):
-    k, q, g, omega, r, mu, initial_covariance, predicted = ctx.saved_tensors
+    k, q, g, omega, r, mu, initial_covariance, cu_seqlens, predicted = ctx.saved_tensors
     dk, dq, dg, domega, dr, dmu, dprior = kdn_gain_extension().backward(
-        ctx.form, k, q, g, omega, r, mu, initial_covariance, ctx.scale, predicted, d_predicted, d_gain, d_readout,
-        d_final)
+        ctx.form, k, q, g, omega, r, mu, initial_covariance, ctx.scale, cu_seqlens, predicted, d_predicted, d_gain,
+        d_readout, d_final)
     to_input = _sum_to_input
     return (None, to_input(dk, k), to_input(dq, q), to_input(dg, g), to_input(domega, omega), to_input(dr, r),
-            to_input(dmu, mu), to_input(dprior, initial_covariance), None)
+            to_input(dmu, mu), to_input(dprior, initial_covariance), None, None)
 
 
 _kdn_gain.register_autograd(_kdn_gain_backward, setup_context=_kdn_gain_setup_context)
 
 
-def kdn_gain(form, k, q, g, omega, r, mu=None, initial_covariance=None, scale=None):
+def kdn_gain(form, k, q, g, omega, r, mu=None, initial_covariance=None, scale=None, cu_seqlens=None):
     """predicted_covariance, gain (κ, or β for the isotropic form), readout_variance, final_covariance
-    of the KDN gain path (form "diagonal" or "isotropic"), differentiable in every tensor input."""
+    of the KDN gain path (form "diagonal" or "isotropic"), one sequence a batch row or (cu_seqlens, B = 1)
+    the sequences packed in one row, each from its initial_covariance[n]; differentiable in every tensor
+    input but cu_seqlens."""
     if scale is None:
         scale = k.shape[-1] ** -0.5
-    return torch.ops.kalman_oracle.kdn_gain(form, k, q, g, omega, r, mu, initial_covariance, float(scale))
+    return torch.ops.kalman_oracle.kdn_gain(form, k, q, g, omega, r, mu, initial_covariance, float(scale),
+                                            cu_seqlens)
 
 
 @torch.library.custom_op("kalman_oracle::delta_rule", mutates_args=())
@@ -245,18 +254,21 @@ def delta_rule(model, q, k, v, g=None, beta=None, scale=None, initial_state=None
     return o, (final_state if output_final_state else None)
 
 
-def kdn(form, q, k, v, g, omega, r, mu=None, initial_covariance=None, initial_state=None, scale=None):
+def kdn(form, q, k, v, g, omega, r, mu=None, initial_covariance=None, initial_state=None, scale=None,
+        cu_seqlens=None):
     """o, final_state, readout_variance, final_covariance of a whole KDN (form "diagonal" or "isotropic";
     docs/math.md §4, §5, §7): the gain op, then the memory S_t = (I − κ_t k_tᵀ) D_t S_{t−1} + κ_t v_tᵀ by
     the two-key op, κ_t the diagonal gain or κ_t = fl(β_t k_t) (as the reference's parallel form and
     `kalman-oracle-gpu run` compute them), differentiable in every tensor input. Inputs as kdn_gain's,
-    and v [B, T, HV, V], initial_state [B, HV, K, V] or None (zero). The memory reads one dtype and κ is
+    and v [B, T, HV, V], initial_state [N, HV, K, V] or None (zero); cu_seqlens (B = 1) packs N sequences
+    in one row, each op called once. The memory reads one dtype and κ is
     float32, so q, k, v, g and the initial state go to it widened to float32 (exactly)."""
     B, T, H, K = k.shape
     HV = v.shape[2]
     if scale is None:
         scale = K ** -0.5
-    _, gain, readout_variance, final_covariance = kdn_gain(form, k, q, g, omega, r, mu, initial_covariance, scale)
+    _, gain, readout_variance, final_covariance = kdn_gain(form, k, q, g, omega, r, mu, initial_covariance, scale,
+                                                           cu_seqlens)
     k32 = k.float()
     if form == "diagonal":
         kappa = gain
@@ -265,7 +277,8 @@ def kdn(form, q, k, v, g, omega, r, mu=None, initial_covariance=None, initial_st
         kappa = gain.unsqueeze(-1) * k32.expand(B, T, H, K).repeat_interleave(HV // H, dim=2)
     g32 = g.float().expand(B, T, HV, K)
     o, final_state = delta_rule("two_key", q.float(), k32, v.float(), g32, None, scale,
-                                None if initial_state is None else initial_state.float(), True, kappa=kappa)
+                                None if initial_state is None else initial_state.float(), True, kappa=kappa,
+                                cu_seqlens=cu_seqlens)
     return o, final_state, readout_variance, final_covariance
 
 

@@ -8,16 +8,21 @@
    to its largest element) of torch.autograd through a float64 sequential gain path (models/diagonal.hpp,
    models/isotropic.hpp, line by line) (a coarse end-to-end check of the wiring; `validate` and the
    fixtures check the values against their budgets);
-5. a bad shape is refused with a message naming the input and both shapes.
+5. variable-length batches (cu_seqlens, int32 on the GPU and int64 on the host): one call on the packed
+   row gives the bits of its sequences run one at a time, each from its own prior, outputs and every
+   gradient (dmu: the sequences' summed in order, from the first's), for the gain op and for the whole
+   KDN (kdn: the gain op and the two-key memory op); bad offsets are refused by rule;
+6. a bad shape is refused with a message naming the input and both shapes.
 Exit status 1 on any failure.
 """
+import itertools
 import os
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kalman_oracle_torch import kdn_gain  # noqa: E402
+from kalman_oracle_torch import kdn, kdn_gain  # noqa: E402
 from op_checks import expect, expect_refused, failures, same  # noqa: E402
 
 ORDER = ("k", "q", "g", "omega", "r", "mu", "initial_covariance")
@@ -115,7 +120,75 @@ for form in ("diagonal", "isotropic"):
         expect(err <= 1e-4 * scale_n,
                f"{form}: d{n} within 1e-4 of float64 autograd (max error {err:.2e}, scale {scale_n:.2e})")
 
-# 5. Shapes in messages (a TORCH_CHECK that formats an IntArrayRef crashed: torch_views.hpp).
+# 5. Variable-length batches.
+lengths = [0, 1, 63, 65, 130, 64, 0]
+offsets = [0] + list(itertools.accumulate(lengths))
+N, H, group, K, V = len(lengths), 2, 2, 48, 32
+HV = H * group
+
+
+def sum_in_order(parts):
+    """The sequences' gradients of a shared input summed in sequence order, from the first's (float32)."""
+    total = parts[0]
+    for part in parts[1:]:
+        total = total + part
+    return total
+
+
+for form, whole in itertools.product(("diagonal", "isotropic"), (False, True)):
+    L = (K,) if form == "diagonal" else ()
+    x = inputs(form, B=1, T=offsets[-1], H=H, group=group, K=K, seed=7)
+    gen = torch.Generator().manual_seed(8)
+    x["initial_covariance"] = (10 ** (torch.rand(N, HV, *L, generator=gen) * 2 - 1)).cuda()
+    names = ORDER
+    if whole:
+        x["v"] = (torch.rand(1, offsets[-1], HV, V, generator=gen) * 2 - 1).cuda()
+        x["initial_state"] = (torch.rand(N, HV, K, V, generator=gen) * 2 - 1).cuda()
+        names = ("q", "k", "v", "g", "omega", "r", "mu", "initial_covariance", "initial_state")
+    call = (lambda y, cu=None: kdn(form, *(y[n] for n in names), cu_seqlens=cu)) if whole else \
+        (lambda y, cu=None: kdn_gain(form, *(y[n] for n in names), cu_seqlens=cu))
+    what = f"{form} {'kdn' if whole else 'kdn_gain'} varlen"
+    # Which outputs are per token ([1, T, ...]; the others per sequence, [N, ...]).
+    per_token = (True, False, True, False) if whole else (True, True, True, False)
+    per_sequence_inputs = ("initial_covariance", "initial_state")
+    for index_dtype, on in ((torch.int32, "cuda"), (torch.int64, "cpu")):
+        packed = {n: t.clone().requires_grad_() for n, t in x.items()}
+        out = call(packed, torch.tensor(offsets, dtype=index_dtype, device=on))
+        cot = torch.Generator().manual_seed(9)
+        cots = [(torch.rand(o.shape, generator=cot) * 2 - 1).cuda() for o in out]
+        grads = torch.autograd.grad(list(out), [packed[n] for n in names], cots)
+        outs, parts = [[] for _ in out], {n: [] for n in names}
+        for i in range(N):
+            t0, t1 = offsets[i], offsets[i + 1]
+            alone = {n: (t[i:i + 1] if n in per_sequence_inputs else t if n == "mu" else t[:, t0:t1])
+                     for n, t in x.items()}
+            alone = {n: t.clone().requires_grad_() for n, t in alone.items()}
+            out_i = call(alone)
+            for j, o in enumerate(out_i):
+                outs[j].append(o)
+            # The per-token outputs' cotangents are the packed ones' tokens; the finals' their row.
+            cots_i = [c[:, t0:t1] if token else c[i:i + 1] for c, token in zip(cots, per_token)]
+            for n, g_i in zip(names, torch.autograd.grad(list(out_i), [alone[n] for n in names], cots_i)):
+                parts[n].append(g_i)
+        joined = [torch.cat(o, 1 if token else 0) for o, token in zip(outs, per_token)]
+        expect(all(same(a, b) for a, b in zip(out, joined)),
+               f"{what} ({index_dtype}, {on}): one call = each sequence alone, every output")
+        want = {n: (sum_in_order(parts[n]) if n == "mu" else torch.cat(parts[n], 0 if n in per_sequence_inputs else 1))
+                for n in names}
+        expect(all(same(g, want[n]) for n, g in zip(names, grads)),
+               f"{what} ({index_dtype}, {on}): one call = each sequence alone, every gradient "
+               f"({', '.join('d' + n for n in names)}; dmu summed in order)")
+        expect(all(bool(torch.isfinite(g).all()) for g in grads), f"{what} ({index_dtype}, {on}): every gradient finite")
+x = inputs("diagonal", B=1, T=offsets[-1], H=H, group=group, K=K, seed=7)
+x["initial_covariance"] = None
+for message, cu in (("cu_seqlens[2] = 0 < cu_seqlens[1] = 1 (rule: non-decreasing)", [0, 1, 0, offsets[-1]]),
+                    ("(rule: the last offset is the row's length)", offsets[:-2])):
+    expect_refused(message, lambda: kdn_gain("diagonal", *(x[n] for n in ORDER),
+                                             cu_seqlens=torch.tensor(cu, device="cuda")))
+expect_refused("cu_seqlens needs B = 1", lambda: kdn_gain("diagonal", *(inputs("diagonal", seed=1)[n] for n in ORDER),
+                                                          cu_seqlens=torch.tensor([0, 70])))
+
+# 6. Shapes in messages (a TORCH_CHECK that formats an IntArrayRef crashed: torch_views.hpp).
 x = inputs("diagonal", B=1, T=3, H=1, group=1, K=16, seed=6)
 expect_refused("kdn_gain: q must have k's shape [1, 3, 1, 16], got [1, 3, 1, 8]",
                lambda: kdn_gain("diagonal", x["k"], x["q"][..., :8], x["g"], x["omega"], x["r"]))

@@ -1,5 +1,6 @@
-// What the PyTorch ops (kla_op.cpp, delta_rule_op.cpp) share: a tensor's dtype as the kernels name it,
-// and a tensor as the kernels read it (a strided view, broadcast by strides, nothing materialised).
+// What the PyTorch ops (kla_op.cpp, delta_rule_op.cpp, kdn_gain_op.cpp) share: a tensor's dtype as the
+// kernels name it, a tensor as the kernels read it (a strided view, broadcast by strides, nothing
+// materialised), and cu_seqlens as the kernels take it.
 #pragma once
 
 #include <torch/extension.h>
@@ -9,6 +10,7 @@
 
 #include <initializer_list>
 #include <optional>
+#include <vector>
 
 #include "kalman_oracle/gpu/input_element.cuh"
 #include "kalman_oracle/gpu/strided_input.cuh"
@@ -85,6 +87,22 @@ inline strided_input view(const at::Tensor& x, at::IntArrayRef shape, const char
   // layout rules read it so).
   for (int64_t axis = 0; axis < e.dim(); ++axis) out.stride[axis] = e.size(axis) == 1 ? 0 : e.stride(axis);
   return out;
+}
+
+/// cu_seqlens (fla's) as the kernels take it: int64 offsets in host memory (the grids follow the
+/// sequences' lengths, so a CUDA cu_seqlens costs one device-to-host copy and the stream's sync). Checked
+/// here for what the kernels' own check (sequence_offsets.hpp: non-decreasing, 0 … T, named there)
+/// cannot see: rank, dtype, count, and B = 1.
+inline std::vector<long long> sequence_offsets(const at::Tensor& cu_seqlens, int64_t batch, const char* op) {
+  TORCH_CHECK(cu_seqlens.dim() == 1 && cu_seqlens.size(0) >= 2, op,
+              ": cu_seqlens must be [N + 1] with N >= 1 sequences, got ", shape_string(cu_seqlens.sizes()));
+  TORCH_CHECK(cu_seqlens.scalar_type() == at::kInt || cu_seqlens.scalar_type() == at::kLong, op,
+              ": cu_seqlens has dtype ", cu_seqlens.scalar_type(), "; rule: int32 or int64 token offsets");
+  TORCH_CHECK(batch == 1, op,
+              ": cu_seqlens needs B = 1 (the sequences packed in one row), got B = ", std::to_string(batch));
+  const at::Tensor host = cu_seqlens.to(at::kCPU, at::kLong).contiguous();
+  const int64_t* from = host.data_ptr<int64_t>();
+  return std::vector<long long>(from, from + host.size(0));
 }
 
 }  // namespace kalman_oracle::gpu::torch_ops
