@@ -24,7 +24,7 @@
 //                                   the kernels' benchmarks, JSON lines (run_benches.hpp; gpu_bench runs
 //                                   the same; exit 1 without a device)
 //   kalman-oracle-gpu validate --model kla [--shape B,T,M,S ...] [--sample-channels N] [--json]
-//   kalman-oracle-gpu validate --model kdn_diagonal|kdn_isotropic [--shape B,T,H,K ...] [--sample-heads N]
+//   kalman-oracle-gpu validate --model kdn_diagonal|kdn_isotropic [--shape B,T,H,K[/N] ...] [--sample-heads N]
 //   kalman-oracle-gpu validate --model gla|delta_net|gated_delta_net|kda [--shape B,T,H,K[,V][/N] ...]
 //                                   [--sample-heads N]
 //                                   a kernel (forward and backward) at production shapes against the
@@ -156,22 +156,32 @@ int run_validate_delta_rule(const std::vector<std::string>& shape_texts, delta_r
   });
 }
 
-/// `validate --model kdn_*`: the shapes given (B,T,H,K each), or the production shape, T at the
-/// 64-token chunk edges ± 1, and K around a warp.
+/// `validate --model kdn_*`: the shapes given (B,T,H,K each; "/N" after them: B = 1 and the T tokens as
+/// N sequences, cu_seqlens), or the production shape, T at the 64-token chunk edges ± 1, K around a
+/// warp, and packed rows (the production shape's tokens as 16 sequences).
 int run_validate_kdn(const std::vector<std::string>& shape_texts, kdn_gain_validate_options options) {
   for (const std::string& text : shape_texts) {
     kdn_gain_validate_shape n{};
-    if (!parse_four(text, n.B, n.T, n.H, n.K) || n.B < 1 || n.T < 0 || n.H < 1 || n.K < 1 ||
-        n.K > gpu::kdn_gain_max_key_dim) {
-      std::fprintf(stderr, "kalman-oracle-gpu: --shape %s: want B,T,H,K with B, H >= 1, T >= 0, 1 <= K <= 256\n",
+    const std::size_t slash = text.find('/');
+    char tail = 0;
+    bool good = parse_four(text.substr(0, slash), n.B, n.T, n.H, n.K) && n.B >= 1 && n.T >= 0 && n.H >= 1 && n.K >= 1 &&
+                n.K <= gpu::kdn_gain_max_key_dim;
+    if (slash != std::string::npos)
+      good = good && std::sscanf(text.c_str() + slash + 1, "%d%c", &n.sequences, &tail) == 1 && n.sequences >= 1 &&
+             n.sequences <= 65535 && n.B == 1;
+    if (!good) {
+      std::fprintf(stderr,
+                   "kalman-oracle-gpu: --shape %s: want B,T,H,K with B, H >= 1, T >= 0, 1 <= K <= 256, optionally "
+                   "followed by /N (1 <= N <= 65535 sequences in T tokens, B = 1)\n",
                    text.c_str());
       return 2;
     }
     options.shapes.push_back(n);
   }
   if (options.shapes.empty())
-    options.shapes = {{2, 16384, 16, 128}, {2, 63, 2, 64},    {2, 64, 2, 64}, {2, 65, 2, 64},
-                      {1, 4095, 2, 128},   {1, 4097, 2, 128}, {1, 300, 3, 7}, {1, 200, 2, 256}};
+    options.shapes = {{2, 16384, 16, 128},     {2, 63, 2, 64},      {2, 64, 2, 64}, {2, 65, 2, 64},
+                      {1, 4095, 2, 128},       {1, 4097, 2, 128},   {1, 300, 3, 7}, {1, 200, 2, 256},
+                      {1, 32768, 16, 128, 16}, {1, 1000, 2, 64, 12}};
   if (!device_ready(options.twin)) return 2;
   return validate_with_codes([&] { return validate_kdn_gain(options); });
 }
@@ -236,7 +246,7 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::IsMember({"kla", "kdn_diagonal", "kdn_isotropic", "gla", "delta_net", "gated_delta_net", "kda"}));
   validate->add_option("--shape", shape_texts,
-                       "B,T,M,S for kla, B,T,H,K for the KDNs, B,T,H,K[,V][/N] for the fixed-gain family (/N: "
+                       "B,T,M,S for kla, B,T,H,K[/N] for the KDNs, B,T,H,K[,V][/N] for the fixed-gain family (/N: "
                        "B = 1, the T tokens as N sequences; repeatable; default: the production shapes, chunk "
                        "edges and varlen batches)");
   validate->add_option("--sample-channels", validate_options.sample_channels, "kla: channels compared per shape")

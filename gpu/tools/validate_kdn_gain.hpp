@@ -9,8 +9,11 @@
 
 namespace kalman_oracle::gpu::tools {
 
+/// B rows of T tokens, H heads (one key head per value head), K; or, with sequences = N > 0, one row
+/// (B = 1) of T tokens holding N sequences (cu_seqlens, drawn by validate_delta_rule.hpp's varlen_offsets).
 struct kdn_gain_validate_shape {
   int B, T, H, K;
+  int sequences = 0;
 };
 
 struct kdn_gain_validate_options {
