@@ -206,8 +206,8 @@ __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
 #pragma unroll
     for (int j = 0; j < J; ++j)
       if (lane + j * kdn_lanes < L) {
-        const kdn_adjoint_affine s = load.step(x, j);
-        total[j] = t == end - 1 ? s : kdn_adjoint_then(total[j], s);
+        const kdn_adjoint_affine step = load.step(x, j);
+        total[j] = t == end - 1 ? step : kdn_adjoint_then(total[j], step);
       }
   }
   kdn_adjoint_affine* out = totals + chunk_slot(map, s, h, chunk, L);
