@@ -146,6 +146,33 @@ nlohmann::json shape_fields(const kdn_gain_validate_options& o, const kdn_gain_v
   return shape;
 }
 
+/// Calls visit(at, from, where) for every element of head h in slice s: `at` its index in the slice's
+/// reference [rows(, tokens), 1, inner], `from` in the kernels' per-token [B, T, H, inner] (per_token) or
+/// per-sequence [N, H, inner] tensor, `where()` its name.
+template <class Visit>
+void for_each_element(const kdn_gain_validate_shape& n, const kdn_slice& s, long long h, long long inner,
+                      bool per_token, Visit&& visit) {
+  for (long long r = 0; r < s.rows; ++r)
+    for (long long t = 0; t < (per_token ? s.tokens : 1); ++t)
+      for (long long i = 0; i < inner; ++i)
+        visit(static_cast<std::size_t>((per_token ? r * s.tokens + t : r) * inner + i),
+              per_token ? token_index(n, s, r, t, h, inner, i) : state_index(n, s, r, h, inner, i),
+              [&] { return element_name(n, s, r, per_token ? t : -1, h, inner, i); });
+}
+
+/// The sequences without tokens (the reference takes none), at every sampled head: a per-sequence output
+/// [N, H, inner] of the kernels must equal `expected` there exactly.
+void add_empty_sequences(comparison& c, const std::vector<float>& kernel, const std::vector<float>& expected,
+                         const kdn_gain_validate_shape& n, const std::vector<long long>& heads,
+                         const std::vector<kdn_slice>& slices, long long inner) {
+  for (const long long h : heads)
+    for (const kdn_slice& s : slices)
+      if (s.tokens == 0)
+        for_each_element(n, s, h, inner, false, [&](std::size_t, long long at, const auto& where) {
+          c.add(kernel[at], expected[at], 0, where);
+        });
+}
+
 /// One (head, slice)'s reference outputs and bounds, as plain tensors (both forms).
 struct head_result {
   tensor<double> predicted, gain, readout, final_covariance;  // reference
@@ -213,11 +240,9 @@ template <class S>
 tensor<S> head_slice(const char* name, const std::vector<float>& x, shape_t shape, const kdn_gain_validate_shape& n,
                      const kdn_slice& s, long long h, long long inner, bool per_token) {
   tensor<S> out(name, shape);
-  for (long long r = 0; r < s.rows; ++r)
-    for (long long t = 0; t < (per_token ? s.tokens : 1); ++t)
-      for (long long i = 0; i < inner; ++i)
-        out.data()[static_cast<std::size_t>(((per_token ? r * s.tokens + t : r)) * inner + i)] = S(static_cast<double>(
-            x[per_token ? token_index(n, s, r, t, h, inner, i) : state_index(n, s, r, h, inner, i)]));
+  for_each_element(n, s, h, inner, per_token, [&](std::size_t at, long long from, const auto&) {
+    out.data()[at] = S(static_cast<double>(x[static_cast<std::size_t>(from)]));
+  });
   return out;
 }
 
@@ -330,24 +355,12 @@ int validate_gradients(const kdn_gain_validate_options& o, const kdn_gain_valida
       const kdn_slice& s = tasks[j].slice;
       const tensor<double>& ref = per_task[j]->value.at(ref_name);
       const tensor<running_error<double>>& err = per_task[j]->bound.at(ref_name);
-      for (long long r = 0; r < s.rows; ++r)
-        for (long long t = 0; t < (per_token ? s.tokens : 1); ++t)
-          for (long long i = 0; i < inner; ++i) {
-            const std::size_t at = static_cast<std::size_t>((per_token ? r * s.tokens + t : r) * inner + i);
-            const long long from = per_token ? token_index(n, s, r, t, h, inner, i) : state_index(n, s, r, h, inner, i);
-            cmp.add(kernel[from], ref.data()[at], budget(err.data()[at]),
-                    [&] { return element_name(n, s, r, per_token ? t : -1, h, inner, i); });
-          }
+      for_each_element(n, s, h, inner, per_token, [&](std::size_t at, long long from, const auto& where) {
+        cmp.add(kernel[from], ref.data()[at], budget(err.data()[at]), where);
+      });
     }
-    if (!per_token)  // a sequence without tokens: its prior's gradient is its final covariance's cotangent, exactly
-      for (const long long h : heads)
-        for (const kdn_slice& s : slices)
-          if (s.tokens == 0)
-            for (long long r = 0; r < s.rows; ++r)
-              for (long long i = 0; i < inner; ++i) {
-                const long long at = state_index(n, s, r, h, inner, i);
-                cmp.add(kernel[at], c.final_covariance[at], 0, [&] { return element_name(n, s, r, -1, h, inner, i); });
-              }
+    // A sequence without tokens: its prior's gradient is its final covariance's cotangent, exactly.
+    if (!per_token) add_empty_sequences(cmp, kernel, c.final_covariance, n, heads, slices, inner);
     return cmp;
   };
   std::vector<comparison> results{
@@ -596,25 +609,11 @@ int validate_kdn_gain(const kdn_gain_validate_options& o) {
         const long long h = heads[tasks[j].head];
         const kdn_slice& s = tasks[j].slice;
         const auto& [ref, b32, b64] = field(*per_task[j]);
-        for (long long r = 0; r < s.rows; ++r)
-          for (long long t = 0; t < (per_token ? s.tokens : 1); ++t)
-            for (long long i = 0; i < inner; ++i) {
-              const std::size_t at = static_cast<std::size_t>((per_token ? r * s.tokens + t : r) * inner + i);
-              const long long from =
-                  per_token ? token_index(n, s, r, t, h, inner, i) : state_index(n, s, r, h, inner, i);
-              c.add(kernel[from], ref.data()[at], b32.data()[at] + b64.data()[at],
-                    [&] { return element_name(n, s, r, per_token ? t : -1, h, inner, i); });
-            }
+        for_each_element(n, s, h, inner, per_token, [&](std::size_t at, long long from, const auto& where) {
+          c.add(kernel[from], ref.data()[at], b32.data()[at] + b64.data()[at], where);
+        });
       }
-      if (!per_token)
-        for (const long long h : heads)
-          for (const kdn_slice& s : slices)
-            if (s.tokens == 0)
-              for (long long r = 0; r < s.rows; ++r)
-                for (long long i = 0; i < inner; ++i) {
-                  const long long at = state_index(n, s, r, h, inner, i);
-                  c.add(kernel[at], x.prior[at], 0, [&] { return element_name(n, s, r, -1, h, inner, i); });
-                }
+      if (!per_token) add_empty_sequences(c, kernel, x.prior, n, heads, slices, inner);
       return c;
     };
     using triple = std::tuple<const tensor<double>&, const tensor<double>&, const tensor<double>&>;
