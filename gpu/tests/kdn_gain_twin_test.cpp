@@ -2,8 +2,9 @@
 // reach. exp_within_one_ulp is within one ulp of the correctly rounded e^x (MPFR) on a dense sample
 // of binary32 arguments and at the edges; T = 0 returns the prior; sizes outside the kernels' range
 // are refused by name; a variable-length batch (cu_seqlens) gives the bits of its sequences run one at
-// a time, forward and backward (the backward's dμ and dτ: the sequences' own, summed in order). The twin's values are checked against the fixtures through `conform`
-// (gpu/CMakeLists.txt: twin.kdn_gain.*), with a planted bug caught there.
+// a time, forward and backward (the backward's dμ and dτ: the sequences' own, summed in order). The
+// twin's values are checked against the fixtures through `conform` (gpu/CMakeLists.txt:
+// twin.kdn_gain.*), with a planted bug caught there.
 #include <doctest/doctest.h>
 
 #include <mpfr.h>

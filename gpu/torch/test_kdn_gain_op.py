@@ -178,7 +178,8 @@ for form, whole in itertools.product(("diagonal", "isotropic"), (False, True)):
         expect(all(same(g, want[n]) for n, g in zip(names, grads)),
                f"{what} ({index_dtype}, {on}): one call = each sequence alone, every gradient "
                f"({', '.join('d' + n for n in names)}; dmu summed in order)")
-        expect(all(bool(torch.isfinite(g).all()) for g in grads), f"{what} ({index_dtype}, {on}): every gradient finite")
+        expect(all(bool(torch.isfinite(g).all()) for g in grads),
+               f"{what} ({index_dtype}, {on}): every gradient finite")
 x = inputs("diagonal", B=1, T=offsets[-1], H=H, group=group, K=K, seed=7)
 x["initial_covariance"] = None
 for message, cu in (("cu_seqlens[2] = 0 < cu_seqlens[1] = 1 (rule: non-decreasing)", [0, 1, 0, offsets[-1]]),
