@@ -394,16 +394,31 @@ __global__ void kdn_gain_backward_reduce(const kdn_gain_backward_problem bp, con
       }
       bp.dmu[h] = total;
     }
-  if (bp.dtau && threadIdx.x == 0) {
+  if (bp.dtau) {
+    // A sequence's (head, chunk) partials, head-major (the order of the sum), staged a tile at a time
+    // into shared memory by the whole block, then added by thread 0: its chain of adds no longer waits
+    // on a global load every eight terms (0.33 ms of the diagonal backward at B = 2, T = 16384, H = 16).
+    constexpr int tile = 2048;
+    __shared__ float staged[tile];
     float total = 0.0f;
     for (long long n = 0; n < map.sequences; ++n) {
       const delta_rule_sequence s = map.sequence(n);
+      const long long terms = HV * s.chunks;
       float sum = 0.0f;
-      for (long long h = 0; h < HV; ++h) sum = ordered_sum(sum, tau_partial + h * NC + s.first_chunk, s.chunks);
+      for (long long at = 0; at < terms; at += tile) {
+        const int m = static_cast<int>(terms - at < tile ? terms - at : tile);
+        __syncthreads();  // the tile before is added
+        for (int i = threadIdx.x; i < m; i += blockDim.x) {
+          const long long term = at + i, h = term / s.chunks;
+          staged[i] = tau_partial[h * NC + s.first_chunk + (term - h * s.chunks)];
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) sum = ordered_sum(sum, staged, m);
+      }
       const float own = div_rn(add_rn(sum, sum), bp.forward.tau);
       total = n == 0 ? own : add_rn(total, own);
     }
-    bp.dtau[0] = total;
+    if (threadIdx.x == 0) bp.dtau[0] = total;
   }
 }
 

@@ -31,15 +31,24 @@ struct kdn_head_reader {
   const kdn_gain_problem& p;
   long long b, h;
   long long t0 = 0, state = b;
+  // Where this (row, head)'s token 0 is in k, q, g and ω, computed once: inside the token loops the key
+  // head's division h / key_head_group was not hoisted (a 64-bit division a channel group and token, read
+  // from the PTX), and these products are the same every token.
+  long long k_base = b * p.k.stride[0] + t0 * p.k.stride[1] + h / p.key_head_group * p.k.stride[2];
+  long long q_base = b * p.q.stride[0] + t0 * p.q.stride[1] + h / p.key_head_group * p.q.stride[2];
+  long long g_base = b * p.g.stride[0] + t0 * p.g.stride[1] + h * p.g.stride[2];
+  long long omega_base = b * p.omega.stride[0] + t0 * p.omega.stride[1] + h * p.omega.stride[2];
   __device__ float k(long long t, int i) const {
-    return load_widened<In>(p.k, offset_of(p.k, b, t0 + t, h / p.key_head_group, i));
+    return load_widened<In>(p.k, k_base + t * p.k.stride[1] + i * p.k.stride[3]);
   }
   __device__ float q(long long t, int i) const {
-    return load_widened<In>(p.q, offset_of(p.q, b, t0 + t, h / p.key_head_group, i));
+    return load_widened<In>(p.q, q_base + t * p.q.stride[1] + i * p.q.stride[3]);
   }
-  __device__ float g(long long t, int i) const { return load_widened<In>(p.g, offset_of(p.g, b, t0 + t, h, i)); }
+  __device__ float g(long long t, int i) const {
+    return load_widened<In>(p.g, g_base + t * p.g.stride[1] + i * p.g.stride[3]);
+  }
   __device__ float omega(long long t, int i) const {
-    return load_widened<In>(p.omega, offset_of(p.omega, b, t0 + t, h, i));
+    return load_widened<In>(p.omega, omega_base + t * p.omega.stride[1] + i * p.omega.stride[3]);
   }
   __device__ float r(long long t) const { return load_widened<In>(p.r, offset_of(p.r, b, t0 + t, h)); }
   __device__ float mu() const {
