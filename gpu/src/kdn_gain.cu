@@ -13,8 +13,10 @@
 //          sums over channels are lane-ordered partial sums and a shuffle tree (warp_channel_sum,
 //          kdn_channel_sum_twin's order).
 // Every channel's inputs are read by consecutive lanes (coalesced); the per-head r and μ are one
-// broadcast load. The map and emit passes recompute the leaves rather than store them ([B, T, HV, K]
-// mobius maps would be four times the gates' bytes).
+// broadcast load. The diagonal form's map and emit passes recompute the leaves rather than store them
+// ([B, T, HV, K] mobius maps would be four times the gates' bytes); the isotropic form's map pass stores
+// each token's four scalars (kdn_isotropic_token: 16 bytes a token and head), so that its emit pass
+// reads neither k, g nor q and sums nothing over channels.
 #include <cuda_runtime.h>
 
 #include "device_arena.hpp"
@@ -27,41 +29,54 @@ namespace {
 
 constexpr int warps_per_block = 4;  // four chunks per block
 
-/// Token t's leaves for this lane's channels (diagonal), or the head's leaf (isotropic, every lane
-/// alike, the sums over channels by warp_channel_sum). Also returns ‖k‖² (isotropic), which the
-/// gain reuses.
-template <class In, kdn_form Form, int J>
-__device__ void token_leaves(const kdn_head_reader<In>& in, long long t, int lane, float mu, float r,
-                             mobius_f32 (&leaf)[J], float (&a)[J], float (&omega)[J], float& key2) {
+/// Token t's leaves for this lane's channels (the diagonal form), and their a, ω and keys (which the
+/// emit pass's gain reads again: kept in registers rather than loaded a second time after the stores).
+template <class In, int J>
+__device__ void diagonal_token_leaves(const kdn_head_reader<In>& in, long long t, int lane, float mu, float r,
+                                      mobius_f32 (&leaf)[J], float (&a)[J], float (&omega)[J], float (&key)[J]) {
   const int K = in.p.key_dim;
-  if constexpr (Form == kdn_form::diagonal) {
 #pragma unroll
-    for (int j = 0; j < J; ++j) {
-      const int i = lane + j * kdn_lanes;
-      if (i < K) {
-        a[j] = kdn_decay_squared(in.g(t, i));
-        omega[j] = in.omega(t, i);
-        leaf[j] = kdn_covariance_leaf(a[j], omega[j], kdn_diagonal_information(mu, in.k(t, i), r));
-      }
+  for (int j = 0; j < J; ++j) {
+    const int i = lane + j * kdn_lanes;
+    if (i < K) {
+      a[j] = kdn_decay_squared(in.g(t, i));
+      omega[j] = in.omega(t, i);
+      key[j] = in.k(t, i);
+      leaf[j] = kdn_covariance_leaf(a[j], omega[j], kdn_diagonal_information(mu, key[j], r));
     }
-  } else {
-    float decay2 = 0.0f, keys = 0.0f;
-#pragma unroll
-    for (int j = 0; j < J; ++j) {
-      const int i = lane + j * kdn_lanes;
-      if (i < K) {
-        decay2 = add_rn(decay2, kdn_decay_squared(in.g(t, i)));
-        const float key = in.k(t, i);
-        keys = add_rn(keys, mul_rn(key, key));
-      }
-    }
-    decay2 = warp_channel_sum(decay2);
-    key2 = warp_channel_sum(keys);
-    const float channels = static_cast<float>(K);
-    a[0] = div_rn(decay2, channels);
-    omega[0] = in.omega(t, 0);
-    leaf[0] = kdn_covariance_leaf(a[0], omega[0], kdn_isotropic_information(mu, key2, channels, r));
   }
+}
+
+/// What the isotropic head's token t contributes besides its inputs ω_t and r_t, every lane alike: the
+/// decay ā_t = Σα²/K, the information u_t = μ‖k_t‖²/(K r_t), ‖k_t‖² (the gain's) and Σ(τq)² (the
+/// readout's); the sums over channels by warp_channel_sum. 16 bytes, so that the emit pass reads a
+/// token's in one load.
+struct alignas(16) kdn_isotropic_token {
+  float decay, information, key_norm_squared, query_norm_squared;
+};
+
+template <class In, int J>
+__device__ kdn_isotropic_token isotropic_token(const kdn_head_reader<In>& in, long long t, int lane, float mu,
+                                               float r) {
+  const int K = in.p.key_dim;
+  float decay2 = 0.0f, keys = 0.0f, queries = 0.0f;
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    const int i = lane + j * kdn_lanes;
+    if (i < K) {
+      decay2 = add_rn(decay2, kdn_decay_squared(in.g(t, i)));
+      const float key = in.k(t, i);
+      keys = add_rn(keys, mul_rn(key, key));
+      queries = add_rn(queries, kdn_scaled_query_squared(in.p.tau, in.q(t, i)));
+    }
+  }
+  kdn_isotropic_token x;
+  const float channels = static_cast<float>(K);
+  x.decay = div_rn(warp_channel_sum(decay2), channels);
+  x.key_norm_squared = warp_channel_sum(keys);
+  x.query_norm_squared = warp_channel_sum(queries);
+  x.information = kdn_isotropic_information(mu, x.key_norm_squared, channels, r);
+  return x;
 }
 
 template <kdn_form Form>
@@ -77,12 +92,14 @@ __device__ __forceinline__ long long chunk_slot(const delta_rule_chunk_map& map,
   return (h * map.total_chunks + s.first_chunk + c) * L;
 }
 
-/// map: chunk c's total per covariance lane, at chunk_slot. J: channels per lane, ⌈K/32⌉ rounded up to
-/// a power of two (the scan state of J channels lives in registers, so a small K must not pay for
-/// K = 256's registers).
+/// map: chunk c's total per covariance lane, at chunk_slot; the isotropic form's token scalars at
+/// kdn_gain_chunk_tokens × chunk_slot + the token's place in its chunk. J: channels per lane, ⌈K/32⌉
+/// rounded up to a power of two (the scan state of J channels lives in registers, so a small K must not
+/// pay for K = 256's registers).
 template <class In, kdn_form Form, int J>
 __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
-    kdn_gain_map(const kdn_gain_problem p, mobius_f32* totals, const delta_rule_chunk_map map) {
+    kdn_gain_map(const kdn_gain_problem p, mobius_f32* totals, kdn_isotropic_token* tokens,
+                 const delta_rule_chunk_map map) {
   const int lane = threadIdx.x, chunk = blockIdx.x * warps_per_block + threadIdx.y;
   const delta_rule_sequence s = map.sequence(blockIdx.z);
   if (chunk >= s.chunks) return;
@@ -90,15 +107,42 @@ __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
   const kdn_head_reader<In> in{p, s.batch_row, h, s.first_token, s.state};
   const int K = p.key_dim, L = lanes_of<Form>(K);
   const float mu = in.mu();
-  mobius_f32 local[J], leaf[J];
-  float a[J], omega[J], key2 = 0.0f;
+  mobius_f32 local[J];
   const long long first = static_cast<long long>(chunk) * kdn_gain_chunk_tokens;
   const long long end = first + kdn_gain_chunk_tokens < T ? first + kdn_gain_chunk_tokens : T;
-  for (long long t = first; t < end; ++t) {
-    token_leaves<In, Form, J>(in, t, lane, mu, in.r(t), leaf, a, omega, key2);
+  if constexpr (Form == kdn_form::diagonal) {
+    // Not unrolled: unrolled twice, 103 registers and no faster (measured on the H200).
+#pragma unroll 1
+    for (long long t = first; t < end; ++t) {
+      mobius_f32 leaf[J];
+      float a[J], omega[J], key[J];
+      diagonal_token_leaves<In, J>(in, t, lane, mu, in.r(t), leaf, a, omega, key);
 #pragma unroll
-    for (int j = 0; j < J; ++j)
-      if (lane + j * kdn_lanes < L) local[j] = t == first ? leaf[j] : mobius_compose(leaf[j], local[j]);
+      for (int j = 0; j < J; ++j)
+        if (lane + j * kdn_lanes < L) local[j] = t == first ? leaf[j] : mobius_compose(leaf[j], local[j]);
+    }
+  } else {
+    // First every token's scalars and leaf, which do not depend on each other (a loop with no compose in
+    // it, whose next token's loads need not wait on this token's chain), the leaves staged in shared
+    // memory; then the leaves composed in order from there: the same operations in the same order as
+    // one loop. Measured on the H200 at B = 2, T = 16384, H = 16, K = 128 (docs/kernels.md): the three
+    // passes 1.06 ms with one loop here and the emit pass loading as it goes, 0.75 ms with this split and
+    // the emit pass's staging; 1.27 ms with the first loop unrolled two or four times (more registers).
+    __shared__ mobius_f32 staged_leaves[warps_per_block][kdn_gain_chunk_tokens];
+    mobius_f32* leaves = staged_leaves[threadIdx.y];  // token t at t − first
+    const long long token_slot = chunk_slot(map, s, h, chunk, 1) * kdn_gain_chunk_tokens - first;  // + t
+#pragma unroll 1
+    for (long long t = first; t < end; ++t) {
+      const kdn_isotropic_token x = isotropic_token<In, J>(in, t, lane, mu, in.r(t));
+      const mobius_f32 leaf = kdn_covariance_leaf(x.decay, in.omega(t, 0), x.information);
+      if (lane == 0) {
+        tokens[token_slot + t] = x;
+        leaves[t - first] = leaf;
+      }
+    }
+    __syncwarp();
+    local[0] = leaves[0];
+    for (long long t = first + 1; t < end; ++t) local[0] = mobius_compose(leaves[t - first], local[0]);
   }
   mobius_f32* out = totals + chunk_slot(map, s, h, chunk, L);
 #pragma unroll
@@ -140,7 +184,8 @@ __global__ void __launch_bounds__(kdn_lanes) kdn_gain_carry(const kdn_gain_probl
 /// emit: every token's prediction, gain and readout variance; the final covariance at the end.
 template <class In, kdn_form Form, int J>
 __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
-    kdn_gain_emit(const kdn_gain_problem p, const mobius_f32* carries, const delta_rule_chunk_map map) {
+    kdn_gain_emit(const kdn_gain_problem p, const mobius_f32* carries, const kdn_isotropic_token* tokens,
+                  const delta_rule_chunk_map map) {
   const int lane = threadIdx.x, chunk = blockIdx.x * warps_per_block + threadIdx.y;
   const delta_rule_sequence s = map.sequence(blockIdx.z);
   const int chunks = s.chunks;
@@ -151,7 +196,8 @@ __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
   const float mu = in.mu();
   const mobius_f32* carry = carries + chunk_slot(map, s, h, chunk, L);
   mobius_f32 local[J], leaf[J];
-  float a[J], omega[J], prior[J], previous[J], covariance[J], predicted[J], key2 = 0.0f;
+  float a[J], omega[J], key[J], prior[J], previous[J], covariance[J], predicted[J];
+  kdn_isotropic_token x{};  // the isotropic head's token, from the map pass
 #pragma unroll
   for (int j = 0; j < J; ++j) {
     const int i = lane + j * kdn_lanes;
@@ -163,9 +209,32 @@ __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
   }
   const long long first = static_cast<long long>(chunk) * kdn_gain_chunk_tokens;
   const long long end = first + kdn_gain_chunk_tokens < T ? first + kdn_gain_chunk_tokens : T;
+  // The isotropic head's chunk: its tokens' scalars (the map pass's), r and ω staged in shared memory
+  // first, lane l loading tokens l and l + 32 at once, so that the scan below waits on no global load.
+  constexpr int staged = Form == kdn_form::isotropic ? kdn_gain_chunk_tokens : 1;
+  __shared__ kdn_isotropic_token staged_tokens[warps_per_block][staged];
+  __shared__ float staged_r[warps_per_block][staged], staged_omega[warps_per_block][staged];
+  if constexpr (Form == kdn_form::isotropic) {
+    const long long token_slot = chunk_slot(map, s, h, chunk, 1) * kdn_gain_chunk_tokens;
+    for (long long t = first + lane; t < end; t += kdn_lanes) {
+      staged_tokens[threadIdx.y][t - first] = tokens[token_slot + t - first];
+      staged_r[threadIdx.y][t - first] = in.r(t);
+      staged_omega[threadIdx.y][t - first] = in.omega(t, 0);
+    }
+    __syncwarp();
+  }
   for (long long t = first; t < end; ++t) {
-    const float r = in.r(t);
-    token_leaves<In, Form, J>(in, t, lane, mu, r, leaf, a, omega, key2);
+    float r;
+    if constexpr (Form == kdn_form::diagonal) {
+      r = in.r(t);
+      diagonal_token_leaves<In, J>(in, t, lane, mu, r, leaf, a, omega, key);
+    } else {
+      x = staged_tokens[threadIdx.y][t - first];
+      r = staged_r[threadIdx.y][t - first];
+      a[0] = x.decay;
+      omega[0] = staged_omega[threadIdx.y][t - first];
+      leaf[0] = kdn_covariance_leaf(a[0], omega[0], x.information);
+    }
 #pragma unroll
     for (int j = 0; j < J; ++j) {
       const int i = lane + j * kdn_lanes;
@@ -184,7 +253,7 @@ __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
       for (int j = 0; j < J; ++j) {
         const int i = lane + j * kdn_lanes;
         if (i < K) {
-          innovation = add_rn(innovation, kdn_innovation_term(predicted[j], in.k(t, i)));
+          innovation = add_rn(innovation, kdn_innovation_term(predicted[j], key[j]));
           readout = add_rn(readout, mul_rn(kdn_scaled_query_squared(p.tau, in.q(t, i)), covariance[j]));
         }
       }
@@ -195,23 +264,14 @@ __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
         const int i = lane + j * kdn_lanes;
         if (i < K) {
           if (p.predicted_covariance) p.predicted_covariance[row * K + i] = predicted[j];
-          if (p.gain) p.gain[row * K + i] = kdn_diagonal_gain(predicted[j], in.k(t, i), innovation);
+          if (p.gain) p.gain[row * K + i] = kdn_diagonal_gain(predicted[j], key[j], innovation);
         }
       }
       if (lane == 0) p.readout_variance[row] = readout;
-    } else {
-      float queries = 0.0f;
-#pragma unroll
-      for (int j = 0; j < J; ++j) {
-        const int i = lane + j * kdn_lanes;
-        if (i < K) queries = add_rn(queries, kdn_scaled_query_squared(p.tau, in.q(t, i)));
-      }
-      queries = warp_channel_sum(queries);
-      if (lane == 0) {
-        if (p.predicted_covariance) p.predicted_covariance[row] = predicted[0];
-        if (p.gain) p.gain[row] = kdn_isotropic_gain(predicted[0], key2, r);
-        p.readout_variance[row] = mul_rn(covariance[0], queries);
-      }
+    } else if (lane == 0) {
+      if (p.predicted_covariance) p.predicted_covariance[row] = predicted[0];
+      if (p.gain) p.gain[row] = kdn_isotropic_gain(predicted[0], x.key_norm_squared, r);
+      p.readout_variance[row] = mul_rn(covariance[0], x.query_norm_squared);
     }
   }
   if (chunk == chunks - 1) {
@@ -237,14 +297,17 @@ __global__ void kdn_gain_prior(const kdn_gain_problem p, const delta_rule_chunk_
 template <class In, kdn_form Form, int J>
 void launch_typed(const kdn_gain_problem& p, void* scratch) {
   const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
-  // Scratch: the totals and the carries (one slot a chunk, head and lane each: chunk_slot), then with
+  // Scratch (kdn_gain_scratch_bytes): the totals and the carries (one slot a chunk, head and lane each:
+  // chunk_slot), the isotropic form's token scalars (kdn_gain_chunk_tokens a chunk and head), then with
   // cu_seqlens the chunk map's table.
-  const long long slots =
-      delta_rule_chunks(p, delta_rule_sequence_starts(p), nullptr).total_chunks * p.heads * kdn_gain_channels(p);
+  const long long chunk_heads = delta_rule_chunks(p, delta_rule_sequence_starts(p), nullptr).total_chunks * p.heads;
+  const long long slots = chunk_heads * kdn_gain_channels(p);
   mobius_f32* totals = static_cast<mobius_f32*>(scratch);
   mobius_f32* carries = totals + slots;
+  kdn_isotropic_token* tokens = reinterpret_cast<kdn_isotropic_token*>(carries + slots);
+  const long long token_slots = Form == kdn_form::isotropic ? chunk_heads * kdn_gain_chunk_tokens : 0;
   const kdn_launch_sequences sequences =
-      kdn_sequences_for_launch(p, reinterpret_cast<delta_rule_sequence_start*>(carries + slots), stream);
+      kdn_sequences_for_launch(p, reinterpret_cast<delta_rule_sequence_start*>(tokens + token_slots), stream);
   const delta_rule_chunk_map& map = sequences.map;
   const long long most = sequences.longest_chunks;
   const bool empty = sequences.some_empty;
@@ -256,13 +319,17 @@ void launch_typed(const kdn_gain_problem& p, void* scratch) {
   if (most == 0) return;
   const dim3 block(kdn_lanes, warps_per_block),
       grid(static_cast<unsigned>((most + warps_per_block - 1) / warps_per_block), HV, N);
-  if (most > 1) {
-    kdn_gain_map<In, Form, J><<<grid, block, 0, stream>>>(p, totals, map);
+  // The map pass gives the chunk totals the carries need (more than one chunk), and the isotropic
+  // form's token scalars the emit pass reads (always).
+  if (most > 1 || Form == kdn_form::isotropic) {
+    kdn_gain_map<In, Form, J><<<grid, block, 0, stream>>>(p, totals, tokens, map);
     check_cuda(cudaGetLastError(), "kdn_gain_map");
+  }
+  if (most > 1) {
     kdn_gain_carry<Form><<<dim3(HV, N), kdn_lanes, 0, stream>>>(p, totals, carries, map);
     check_cuda(cudaGetLastError(), "kdn_gain_carry");
   }
-  kdn_gain_emit<In, Form, J><<<grid, block, 0, stream>>>(p, carries, map);
+  kdn_gain_emit<In, Form, J><<<grid, block, 0, stream>>>(p, carries, tokens, map);
   check_cuda(cudaGetLastError(), "kdn_gain_emit");
 }
 

@@ -91,11 +91,13 @@ inline void kdn_gain_check(const kdn_gain_problem& p) {
 }
 
 /// Scratch bytes kdn_gain_device needs: the chunk totals and carries of the covariance scan (16 bytes a
-/// chunk, head and covariance lane, each), and with cu_seqlens the chunk map's table after them.
+/// chunk, head and covariance lane, each), the isotropic form's token scalars (16 bytes a chunk's token
+/// and head), and with cu_seqlens the chunk map's table after them.
 inline long long kdn_gain_scratch_bytes(const kdn_gain_problem& p) {
   const std::vector<delta_rule_sequence_start> starts = delta_rule_sequence_starts(p);
-  const long long chunks = delta_rule_chunks(p, starts, nullptr).total_chunks;
-  return 2 * chunks * p.heads * kdn_gain_channels(p) * 16 +
+  const long long chunk_heads = delta_rule_chunks(p, starts, nullptr).total_chunks * p.heads;
+  const long long token_slots = p.form == kdn_form::isotropic ? chunk_heads * kdn_gain_chunk_tokens : 0;
+  return 2 * chunk_heads * kdn_gain_channels(p) * 16 + token_slots * 16 +
          static_cast<long long>(starts.size() * sizeof(delta_rule_sequence_start));
 }
 
