@@ -1,9 +1,10 @@
 // Benchmark of the KDN gain kernels (docs/kernels.md, "Measured"): at the shape B = 2,
 // T = 16384, H = 16, K = 128 (and T = 4096), both forms, binary32 and bfloat16 inputs, one JSON line
 // each: the time of the three launches (map, carry, emit), the effective bandwidth (every input read
-// once, every output written once, over the time; the map pass reads g, ω, k and r a second time,
-// which is not counted), its ratio to a device-to-device copy of the same bytes in the same run, and
-// token-heads per nanosecond. Then the backward (kdn_gain_backward.hpp) on the same problem with p̂
+// once, every output written once, over the time; the diagonal map pass reads g, ω, k and r a second
+// time and the isotropic passes write and read 16 bytes a token and head of scratch, neither counted),
+// its ratio to a device-to-device copy of the same bytes in the same run, and token-heads per
+// nanosecond. Then the backward (kdn_gain_backward.hpp) on the same problem with p̂
 // given (as a training step has it from the forward) and cotangents of the gain, the readout variance
 // and the final covariance: its time, its ratio to the forward's, its effective bandwidth (p̂, the
 // cotangents, k, q, g and r read once, the gradients written once) and that against a copy.
