@@ -79,19 +79,6 @@ __device__ kdn_isotropic_token isotropic_token(const kdn_head_reader<In>& in, lo
   return x;
 }
 
-template <kdn_form Form>
-__device__ __forceinline__ int lanes_of(int K) {
-  return Form == kdn_form::diagonal ? K : 1;
-}
-
-/// Where chunk c of sequence s, head h keeps its total and its carry (lane i at this + i):
-/// (h NC + first_chunk(s) + c) L, NC the problem's chunks (every sequence's), so that a (sequence,
-/// head)'s chunks are consecutive for the carry's walk.
-__device__ __forceinline__ long long chunk_slot(const delta_rule_chunk_map& map, const delta_rule_sequence& s,
-                                                long long h, long long c, int L) {
-  return (h * map.total_chunks + s.first_chunk + c) * L;
-}
-
 /// map: chunk c's total per covariance lane, at chunk_slot; the isotropic form's token scalars at
 /// kdn_gain_chunk_tokens × chunk_slot + the token's place in its chunk. J: channels per lane, ⌈K/32⌉
 /// rounded up to a power of two (the scan state of J channels lives in registers, so a small K must not

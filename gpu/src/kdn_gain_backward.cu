@@ -170,19 +170,6 @@ struct token_loader {
   }
 };
 
-template <kdn_form Form>
-__device__ __forceinline__ int lanes_of(int K) {
-  return Form == kdn_form::diagonal ? K : 1;
-}
-
-/// Where chunk c of sequence s, head h keeps its map, its carry (lane i at this + i) and, with L = 1,
-/// its dμ and dτ partials: (h NC + first_chunk(s) + c) L, NC every sequence's chunks, so that a
-/// (sequence, head)'s chunks are consecutive for the carry's walk (the forward's layout).
-__device__ __forceinline__ long long chunk_slot(const delta_rule_chunk_map& map, const delta_rule_sequence& s,
-                                                long long h, long long c, int L) {
-  return (h * map.total_chunks + s.first_chunk + c) * L;
-}
-
 /// map: chunk c's composed map per covariance lane.
 template <class In, kdn_form Form, int J>
 __global__ void __launch_bounds__(kdn_lanes* warps_per_block)

@@ -1,6 +1,7 @@
 // What the KDN gain kernels and their backward share (gpu/src/kdn_gain.cu, kdn_gain_backward.cu;
 // private to gpu/src): a lane's reads of one (sequence, head)'s inputs, the warp's sum over channels in
-// kdn_channel_sum_twin's order, and the launchers' view of the sequences (chunk map, grid width).
+// kdn_channel_sum_twin's order, the covariance lanes and the chunks' scratch slots, and the launchers'
+// view of the sequences (chunk map, grid width).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -22,6 +23,21 @@ __device__ __forceinline__ float warp_channel_sum(float partial) {
   for (int offset = kdn_lanes / 2; offset > 0; offset /= 2)
     partial = add_rn(partial, __shfl_down_sync(0xffffffffu, partial, offset));
   return __shfl_sync(0xffffffffu, partial, 0);
+}
+
+/// The covariance lanes of a (sequence, head): one a channel (diagonal), or the head's one (isotropic).
+template <kdn_form Form>
+__device__ __forceinline__ int lanes_of(int K) {
+  return Form == kdn_form::diagonal ? K : 1;
+}
+
+/// Where chunk c of sequence s, head h keeps its per-chunk values in the scratch, lane i at this + i
+/// (the forward's totals and carries; the backward's maps, carries and, with L = 1, its dμ and dτ
+/// partials): (h NC + first_chunk(s) + c) L, NC the problem's chunks (every sequence's), so that a
+/// (sequence, head)'s chunks are consecutive for the carry's walk.
+__device__ __forceinline__ long long chunk_slot(const delta_rule_chunk_map& map, const delta_rule_sequence& s,
+                                                long long h, long long c, int L) {
+  return (h * map.total_chunks + s.first_chunk + c) * L;
 }
 
 /// One (sequence, head)'s inputs as a lane reads them: token t is the sequence's (t0 + t of batch row b),
