@@ -82,9 +82,13 @@ __device__ kdn_isotropic_token isotropic_token(const kdn_head_reader<In>& in, lo
 /// map: chunk c's total per covariance lane, at chunk_slot; the isotropic form's token scalars at
 /// kdn_gain_chunk_tokens × chunk_slot + the token's place in its chunk. J: channels per lane, ⌈K/32⌉
 /// rounded up to a power of two (the scan state of J channels lives in registers, so a small K must not
-/// pay for K = 256's registers).
+/// pay for K = 256's registers). The diagonal form at J = 4 (K = 128) is held to six blocks an SM: left
+/// free it took 90 registers, five blocks, and its forward at B = 2, T = 16384, H = 16 ran 8% slower
+/// (measured on the H100, docs/kernels.md, "The KDN gains: the diagonal map's registers, the isotropic
+/// backward's map split"); the isotropic form held to eight blocks ran 2% slower, so it and the other
+/// sizes are left to the compiler (0: no bound).
 template <class In, kdn_form Form, int J>
-__global__ void __launch_bounds__(kdn_lanes* warps_per_block)
+__global__ void __launch_bounds__(kdn_lanes* warps_per_block, Form == kdn_form::diagonal && J == 4 ? 6 : 0)
     kdn_gain_map(const kdn_gain_problem p, mobius_f32* totals, kdn_isotropic_token* tokens,
                  const delta_rule_chunk_map map) {
   const int lane = threadIdx.x, chunk = blockIdx.x * warps_per_block + threadIdx.y;
