@@ -288,17 +288,14 @@ __global__ void kdn_gain_prior(const kdn_gain_problem p, const delta_rule_chunk_
 template <class In, kdn_form Form, int J>
 void launch_typed(const kdn_gain_problem& p, void* scratch) {
   const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
-  // Scratch (kdn_gain_scratch_bytes): the totals and the carries (one slot a chunk, head and lane each:
-  // chunk_slot), the isotropic form's token scalars (kdn_gain_chunk_tokens a chunk and head), then with
-  // cu_seqlens the chunk map's table.
-  const long long chunk_heads = delta_rule_chunks(p, delta_rule_sequence_starts(p), nullptr).total_chunks * p.heads;
-  const long long slots = chunk_heads * kdn_gain_channels(p);
-  mobius_f32* totals = static_cast<mobius_f32*>(scratch);
-  mobius_f32* carries = totals + slots;
-  kdn_isotropic_token* tokens = reinterpret_cast<kdn_isotropic_token*>(carries + slots);
-  const long long token_slots = Form == kdn_form::isotropic ? chunk_heads * kdn_gain_chunk_tokens : 0;
+  static_assert(sizeof(mobius_f32) == 16 && sizeof(kdn_isotropic_token) == 16, "kdn_gain_scratch_layout's sizes");
+  const kdn_gain_scratch_layout layout(p);
+  char* const bytes = static_cast<char*>(scratch);
+  mobius_f32* totals = reinterpret_cast<mobius_f32*>(bytes);  // one slot a chunk, head and lane: chunk_slot
+  mobius_f32* carries = reinterpret_cast<mobius_f32*>(bytes + layout.carries);
+  kdn_isotropic_token* tokens = reinterpret_cast<kdn_isotropic_token*>(bytes + layout.token_scalars);
   const kdn_launch_sequences sequences =
-      kdn_sequences_for_launch(p, reinterpret_cast<delta_rule_sequence_start*>(tokens + token_slots), stream);
+      kdn_sequences_for_launch(p, reinterpret_cast<delta_rule_sequence_start*>(bytes + layout.chunk_table), stream);
   const delta_rule_chunk_map& map = sequences.map;
   const long long most = sequences.longest_chunks;
   const bool empty = sequences.some_empty;

@@ -90,16 +90,25 @@ inline void kdn_gain_check(const kdn_gain_problem& p) {
     throw std::invalid_argument("kdn_gain: final_covariance is missing (a null pointer)");
 }
 
-/// Scratch bytes kdn_gain_device needs: the chunk totals and carries of the covariance scan (16 bytes a
-/// chunk, head and covariance lane, each), the isotropic form's token scalars (16 bytes a chunk's token
-/// and head), and with cu_seqlens the chunk map's table after them.
-inline long long kdn_gain_scratch_bytes(const kdn_gain_problem& p) {
-  const std::vector<delta_rule_sequence_start> starts = delta_rule_sequence_starts(p);
-  const long long chunk_heads = delta_rule_chunks(p, starts, nullptr).total_chunks * p.heads;
-  const long long token_slots = p.form == kdn_form::isotropic ? chunk_heads * kdn_gain_chunk_tokens : 0;
-  return 2 * chunk_heads * kdn_gain_channels(p) * 16 + token_slots * 16 +
-         static_cast<long long>(starts.size() * sizeof(delta_rule_sequence_start));
-}
+/// Where kdn_gain_device keeps its scratch, in bytes from its start: the chunk totals and carries of the
+/// covariance scan (16 bytes a chunk, head and covariance lane, each), the isotropic form's token scalars
+/// (16 bytes a chunk's token and head), and with cu_seqlens the chunk map's table after them. The one
+/// spelling of the layout, for the byte count and the launcher's carve.
+struct kdn_gain_scratch_layout {
+  long long carries, token_scalars, chunk_table, bytes;
+  explicit kdn_gain_scratch_layout(const kdn_gain_problem& p) {
+    const std::vector<delta_rule_sequence_start> starts = delta_rule_sequence_starts(p);
+    const long long chunk_heads = delta_rule_chunks(p, starts, nullptr).total_chunks * p.heads;
+    const long long scan_bytes = chunk_heads * kdn_gain_channels(p) * 16;
+    carries = scan_bytes;
+    token_scalars = 2 * scan_bytes;
+    chunk_table = token_scalars + (p.form == kdn_form::isotropic ? chunk_heads * kdn_gain_chunk_tokens * 16 : 0);
+    bytes = chunk_table + static_cast<long long>(starts.size() * sizeof(delta_rule_sequence_start));
+  }
+};
+
+/// Scratch bytes kdn_gain_device needs (kdn_gain_scratch_layout).
+inline long long kdn_gain_scratch_bytes(const kdn_gain_problem& p) { return kdn_gain_scratch_layout(p).bytes; }
 
 /// Runs the kernels on device pointers, `scratch` of kdn_gain_scratch_bytes (asynchronous on
 /// problem.stream); std::runtime_error for a CUDA error.
