@@ -7,8 +7,11 @@
 // And the propagation they rest on (check/two_key_propagation.hpp) holds for any local errors of
 // the stated sizes: local errors of exactly the stated norms, aligned so that they add up (the worst
 // case when the steps are near the identity), pushed through the exact steps A_t = (I − κkᵀ)D in
-// MPFR, stay within the propagated bound at every token. There the planted bug
-// two_key_bound_forgets_history (a segment's carried error dropped) is caught.
+// MPFR, stay within the propagated bound at every token; so do errors pushed through the adjoint's
+// steps A_tᵀ = D(I − kκᵀ) (the memory adjoint's bound, grad/memory.hpp) and errors injected between
+// the steps. There the planted bugs two_key_bound_forgets_history (a segment's carried error dropped),
+// two_key_adjoint_steps_forward (the adjoint's errors pushed through A_t) and
+// two_key_injection_not_propagated (an injected error forgotten by the next step) are caught.
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -109,14 +112,20 @@ TEST_SUITE("error_bound") {
       const std::size_t T = *rc::gen::inRange<std::size_t>(1, 80);
       const std::size_t K = *rc::gen::inRange<std::size_t>(1, 6);
       const std::size_t V = *rc::gen::inRange<std::size_t>(1, 3);
-      // Steps near the identity (no decay, tiny gains: errors add up) or generic oblique ones.
+      // Steps near the identity (no decay, tiny gains: errors add up) or generic oblique ones; through
+      // A_t (the state) or A_tᵀ (the memory adjoint, grad/memory.hpp); errors that enter between the
+      // steps (inject: the adjoint's readout terms) or none.
       const bool near_identity = *rc::gen::arbitrary<bool>();
       const bool aligned = *rc::gen::arbitrary<bool>();
+      const bool adjoint = *rc::gen::arbitrary<bool>();
+      const bool injections = *rc::gen::arbitrary<bool>();
+      const bool adversarial = *rc::gen::arbitrary<bool>();
       const auto seed = *rc::gen::arbitrary<std::uint64_t>();
       std::mt19937_64 rng(seed);
       precision_scope precision(256);
       using R = mpfr_real;
-      check::two_key_propagation<R> propagation(K, V);
+      check::two_key_propagation<R> propagation(
+          K, V, 16, adjoint ? check::propagation_direction::adjoint : check::propagation_direction::forward);
       std::vector<std::vector<R>> error(V, std::vector<R>(K, R(0)));
       // Unit directions (normalised in MPFR: a binary32 key's norm may exceed 1 by an ulp).
       const auto unit = [&] {
@@ -132,36 +141,96 @@ TEST_SUITE("error_bound") {
       };
       std::vector<std::vector<R>> direction(V);
       for (auto& w : direction) w = unit();
-      for (std::size_t t = 0; t < T; ++t) {
-        std::vector<R> alpha(K), key(K), gain(K), local(V);
+      // ε += amount · (a unit direction), ‖·‖ = amount.
+      const auto add_error = [&](std::size_t j, const R& amount) {
+        const std::vector<R> dir = aligned ? direction[j] : unit();
+        for (std::size_t i = 0; i < K; ++i) error[j][i] += amount * dir[i];
+      };
+      const auto norm = [&](std::size_t j) {
+        R norm2(0);
+        for (std::size_t i = 0; i < K; ++i) norm2 += error[j][i] * error[j][i];
+        return sqrt(norm2);
+      };
+      // The steps, drawn first: the adversarial start below needs the first segment's product.
+      struct step_data {
+        std::vector<R> alpha, key, gain, local;
+      };
+      std::vector<step_data> steps(T);
+      for (auto& st : steps) {
+        st.alpha.resize(K), st.key.resize(K), st.gain.resize(K), st.local.resize(V);
         const auto k = float_key(rng, K, 1.0);
         for (std::size_t i = 0; i < K; ++i) {
-          alpha[i] = near_identity ? R(1) : R(uniform_float(rng, 0.5, 1));
-          key[i] = R(k[i]);
+          st.alpha[i] = near_identity ? R(1) : R(uniform_float(rng, 0.5, 1));
+          st.key[i] = R(k[i]);
           // A diagonal gain P̂k/(r + kᵀP̂k) with spread-out P̂: oblique unless P̂ is isotropic.
-          gain[i] = R(k[i]) * R(near_identity ? 1e-6 : std::pow(10.0, uniform_float(rng, -2, 0)));
+          st.gain[i] = R(k[i]) * R(near_identity ? 1e-6 : std::pow(10.0, uniform_float(rng, -2, 0)));
         }
         R s(0);
-        for (std::size_t i = 0; i < K; ++i) s += gain[i] * key[i];
+        for (std::size_t i = 0; i < K; ++i) s += st.gain[i] * st.key[i];
         if (s > R(0.99))
-          for (auto& x : gain) x *= R(0.99) / s;
-        for (std::size_t j = 0; j < V; ++j) local[j] = R(uniform_float(rng, 0, 1));
-        propagation.step(alpha, key, gain, local);
+          for (auto& x : st.gain) x *= R(0.99) / s;
+        for (std::size_t j = 0; j < V; ++j) st.local[j] = R(uniform_float(rng, 0, 1));
+      }
+      // Forward ε ← (I − κkᵀ) D ε; adjoint ε ← D (I − kκᵀ) ε.
+      const auto apply = [&](const step_data& st, std::vector<R>& e) {
+        R w(0);
+        if (adjoint) {
+          for (std::size_t i = 0; i < K; ++i) w += st.gain[i] * e[i];
+          for (std::size_t i = 0; i < K; ++i) e[i] = st.alpha[i] * (e[i] - st.key[i] * w);
+        } else {
+          for (std::size_t i = 0; i < K; ++i) {
+            e[i] *= st.alpha[i];
+            w += st.key[i] * e[i];
+          }
+          for (std::size_t i = 0; i < K; ++i) e[i] -= st.gain[i] * w;
+        }
+      };
+      if (adversarial) {
+        // A unit error at the start along the direction the first segment's product stretches most
+        // (power iteration on ΦᵀΦ, Φ = A_16 ⋯ A_1 or its adjoint's), no other error in that segment:
+        // the bound there is the product's norm, nearly attained; a wrong product is caught.
+        const std::size_t n = std::min<std::size_t>(T, 16);
+        std::vector<std::vector<R>> phi(K, std::vector<R>(K, R(0)));  // column c = Φ e_c
+        for (std::size_t c = 0; c < K; ++c) {
+          phi[c][c] = R(1);
+          for (std::size_t t = 0; t < n; ++t) apply(steps[t], phi[c]);
+        }
+        std::vector<R> x = unit();
+        for (int iteration = 0; iteration < 60; ++iteration) {
+          std::vector<R> y(K, R(0)), z(K, R(0));  // y = Φ x, z = Φᵀ y
+          for (std::size_t c = 0; c < K; ++c)
+            for (std::size_t i = 0; i < K; ++i) y[i] += phi[c][i] * x[c];
+          R n2(0);
+          for (std::size_t c = 0; c < K; ++c) {
+            for (std::size_t i = 0; i < K; ++i) z[c] += phi[c][i] * y[i];
+            n2 += z[c] * z[c];
+          }
+          if (!(n2 > 0)) break;
+          for (std::size_t c = 0; c < K; ++c) x[c] = z[c] / sqrt(n2);
+        }
         for (std::size_t j = 0; j < V; ++j) {
-          // ε ← (I − κkᵀ) D ε + ℓ, ‖ℓ‖ = local[j].
-          R w(0);
-          for (std::size_t i = 0; i < K; ++i) {
-            error[j][i] *= alpha[i];
-            w += key[i] * error[j][i];
+          propagation.inject(j, R(1));
+          error[j] = x;
+        }
+        for (std::size_t t = 0; t < n; ++t) std::fill(steps[t].local.begin(), steps[t].local.end(), R(0));
+      }
+      for (std::size_t t = 0; t < T; ++t) {
+        if (injections && !(adversarial && t < 16))
+          for (std::size_t j = 0; j < V; ++j) {
+            const R amount(uniform_float(rng, 0, 1));
+            propagation.inject(j, amount);
+            add_error(j, amount);
           }
-          const std::vector<R> dir = aligned ? direction[j] : unit();
-          R norm2(0);
-          for (std::size_t i = 0; i < K; ++i) {
-            error[j][i] += -gain[i] * w + local[j] * dir[i];
-            norm2 += error[j][i] * error[j][i];
-          }
+        const step_data& st = steps[t];
+        const std::vector<R>& local = st.local;
+        propagation.step(st.alpha, st.key, st.gain, local);
+        for (std::size_t j = 0; j < V; ++j) {
+          apply(steps[t], error[j]);  // then + ℓ, ‖ℓ‖ = local[j]
+          const R before_local = norm(j);
+          add_error(j, local[j]);
           // The bound is evaluated at 256 bits too: allow its own rounding (relative 2^-200).
-          RC_ASSERT(sqrt(norm2) <= propagation.bound(j) * (R(1) + R(0x1p-200)));
+          RC_ASSERT(before_local <= propagation.carried(j) * (R(1) + R(0x1p-200)));
+          RC_ASSERT(norm(j) <= propagation.bound(j) * (R(1) + R(0x1p-200)));
         }
       }
     });

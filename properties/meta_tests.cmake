@@ -57,6 +57,8 @@ set(KALMAN_ORACLE_META_TESTS
   affine_bound_drops_coefficient_error:error_bound
   log_weight_ignores_error:error_bound
   two_key_bound_forgets_history:error_bound
+  two_key_adjoint_steps_forward:error_bound
+  two_key_injection_not_propagated:error_bound
   running_error_sum_drops_rounding:error_bound
   memory_error_bound_drops_carried:error_bound
   wy_chunk_bound_drops_carried:error_bound

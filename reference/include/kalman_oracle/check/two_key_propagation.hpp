@@ -22,6 +22,11 @@
 //     ‖I − κkᵀ‖₂² = (S + √(S² − 4(1 − s)²)) / 2,   S = 2 − 2s + ‖κ‖²‖k‖²
 // (S² >= 4(1 − s)² by Cauchy–Schwarz; with κ ∥ k it is max(1, |1 − s|), the delta rules' case).
 //
+// The adjoint direction (grad/memory.hpp's first-order bound of the memory adjoint): dS_{t−1} =
+// A_tᵀ dS_t, so the propagators Ψ(s, t) = A_{s+1}ᵀ ⋯ A_tᵀ grow on the left by A_tᵀ = D (I − kκᵀ) as the
+// adjoint runs from the last token down; ‖A_tᵀ‖₂ = ‖A_t‖₂, so ρ and the rest are the same.
+// Errors that enter between steps (the adjoint adds τ q doᵀ) are inject()ed at the current point.
+//
 // Everything is evaluated in the working type T along the exact trajectory (MPFR in the generator);
 // the caller inflates and rounds the result upward as for the other bounds.
 #pragma once
@@ -50,20 +55,50 @@ T erase_write_norm(const std::vector<T>& gain, const std::vector<T>& key) {
   return sqrt((S + sqrt(disc > 0 ? disc : T(0))) / T(2));
 }
 
+/// Which way the errors run: through A_t (the state, token by token) or A_tᵀ (the adjoint, from the last
+/// token down).
+enum class propagation_direction { forward, adjoint };
+
 template <class T>
 class two_key_propagation {
  public:
   /// Squarings of ΦᵀΦ at a segment's end (see the top).
   static constexpr int carry_squarings = 4;
 
-  two_key_propagation(std::size_t key_dim, std::size_t value_dim, std::size_t segment_length = 16)
-      : K_(key_dim), segment_length_(segment_length), start_(value_dim, T(0)), now_(value_dim, T(0)) {
+  two_key_propagation(std::size_t key_dim, std::size_t value_dim, std::size_t segment_length = 16,
+                      propagation_direction direction = propagation_direction::forward)
+      : K_(key_dim),
+        segment_length_(segment_length),
+        direction_(direction),
+        start_(value_dim, T(0)),
+        now_(value_dim, T(0)),
+        carried_(value_dim, T(0)) {
     if (segment_length == 0) throw std::invalid_argument("two_key_propagation: segment_length must be positive");
     open_segment();
   }
 
   /// The bound on ‖ε‖₂ of value column j after the last step (before the first: 0).
   const T& bound(std::size_t j) const { return now_[j]; }
+
+  /// The part of bound(j) carried through the last step: bound(j) less that step's own local error.
+  const T& carried(std::size_t j) const { return carried_[j]; }
+
+  /// An error of 2-norm at most `amount` enters value column j at the current point (after the last
+  /// step, before the next): it is propagated from here as a local error is.
+  void inject(std::size_t j, const T& amount) {
+    // (Planted bug two_key_injection_not_propagated: counted now, forgotten by the next step.)
+    (locals_.empty() ? start_[j] : locals_.back()[j]) +=
+        KALMAN_ORACLE_MUTANT(two_key_injection_not_propagated, amount, T(0));
+    now_[j] += amount;
+  }
+
+  /// ‖ε_j‖₂ <= `known` at the current point, known otherwise (entry by entry bounds): taken where the
+  /// current point starts a segment (its bound is then a single number), ignored elsewhere.
+  void tighten(std::size_t j, const T& known) {
+    if (!locals_.empty() || !(known < start_[j])) return;
+    start_[j] = known;
+    now_[j] = known;
+  }
 
   /// Advances through one token's exact step A = (I − κkᵀ) diag(α), whose local rounding in column j
   /// is at most local[j].
@@ -87,7 +122,9 @@ class two_key_propagation {
     if (closing) factor[0] = std::min(factor[0], spectral_upper(propagators_[0].phi));
     for (std::size_t j = 0; j < now_.size(); ++j) {
       T carried = factor[0] * start_[j], fresh(0);
-      for (std::size_t n = 1; n < propagators_.size(); ++n) fresh += factor[n] * locals_[n - 1][j];
+      for (std::size_t n = 1; n + 1 < propagators_.size(); ++n) fresh += factor[n] * locals_[n - 1][j];
+      carried_[j] = carried + fresh;  // the newest local's propagator is the identity (factor 1)
+      fresh += factor.back() * locals_.back()[j];
       now_[j] = carried + fresh;
       if (closing) start_[j] = KALMAN_ORACLE_MUTANT(two_key_bound_forgets_history, now_[j], fresh);
     }
@@ -110,9 +147,19 @@ class two_key_propagation {
     locals_.clear();
     propagators_.push_back({identity(), T(1)});
   }
-  /// Φ ← (I − κkᵀ) D Φ: rows scaled by α, then the rank-one correction −κ (kᵀ DΦ).
+  /// Φ ← (I − κkᵀ) D Φ (forward): rows scaled by α, then the rank-one correction −κ (kᵀ DΦ); or
+  /// Ψ ← D (I − kκᵀ) Ψ (adjoint): the correction −k (κᵀΨ), then rows scaled by α.
   void apply_step(std::vector<T>& phi, const std::vector<T>& alpha, const std::vector<T>& key,
                   const std::vector<T>& gain) const {
+    // (Planted bug two_key_adjoint_steps_forward: the adjoint propagated through A_t, not A_tᵀ.)
+    if (KALMAN_ORACLE_MUTANT(two_key_adjoint_steps_forward, direction_ == propagation_direction::adjoint, false)) {
+      std::vector<T> row(K_, T(0));  // κᵀ Ψ
+      for (std::size_t i = 0; i < K_; ++i)
+        for (std::size_t c = 0; c < K_; ++c) row[c] += gain[i] * phi[i * K_ + c];
+      for (std::size_t i = 0; i < K_; ++i)
+        for (std::size_t c = 0; c < K_; ++c) phi[i * K_ + c] = alpha[i] * (phi[i * K_ + c] - key[i] * row[c]);
+      return;
+    }
     std::vector<T> row(K_, T(0));  // kᵀ D Φ
     for (std::size_t i = 0; i < K_; ++i)
       for (std::size_t c = 0; c < K_; ++c) {
@@ -164,8 +211,10 @@ class two_key_propagation {
   }
 
   std::size_t K_, segment_length_;
-  std::vector<T> start_;  ///< e_{t0} per column
-  std::vector<T> now_;    ///< e_t per column
+  propagation_direction direction_;
+  std::vector<T> start_;    ///< e_{t0} per column
+  std::vector<T> now_;      ///< e_t per column
+  std::vector<T> carried_;  ///< e_t less the last step's local error, per column
   std::vector<propagator> propagators_;
   std::vector<std::vector<T>> locals_;  ///< L_s per column, s in the segment
 };

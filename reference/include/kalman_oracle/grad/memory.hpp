@@ -16,11 +16,14 @@
 // and dS_0 = dS at the end. The states S_t are recomputed forward first (stored: a reference).
 #pragma once
 
+#include <cmath>
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "kalman_oracle/algebra/rank_one_update_norm.hpp"
+#include "kalman_oracle/check/two_key_propagation.hpp"
 #include "kalman_oracle/detail/mutant.hpp"
 #include "kalman_oracle/grad/common.hpp"
 #include "kalman_oracle/grad/gates.hpp"
@@ -48,6 +51,7 @@ class running_error;  // scalar/running_error.hpp
 /// recomputes it from any state). Plain scalars have nothing to bound.
 template <class T>
 struct memory_error_bound {
+  explicit memory_error_bound(check::propagation_direction) {}
   template <class Step>
   void step(const memory_head<T>&, std::size_t, const std::vector<T>&, std::vector<T>&, Step&&) {}
 };
@@ -63,10 +67,21 @@ struct memory_error_bound {
 ///     N_j ← ‖A_t‖₂ N_j + ‖err(ℓ)_j‖₂,   and each entry's bound is min(entrywise, ‖A_t‖₂ N_j + err(ℓ)_ij).
 /// Whatever the caller does to the state between steps (the adjoint adds τ q do_tᵀ) shows as the
 /// growth of the entries' bounds since the last step, which is added to N_j in 2-norm.
+///
+/// Where a step's norm exceeds 1 (the two-key rule of the diagonal KDN: a gain κ not parallel to its
+/// key makes I − κeᵀ an oblique projection), the products of the norms grow geometrically although
+/// the products of the steps contract; from the first such token on, a second bound runs beside N_j:
+/// the exact propagators over segments of 16 tokens (check/two_key_propagation.hpp, forward or
+/// adjoint), each entry taking the smaller of the two. Its propagators are formed in binary64 (an
+/// estimate's arithmetic: their relative error, about 16 K 2⁻⁵³, is covered by the inflation below).
 template <class B>
 struct memory_error_bound<running_error<B>> {
   std::vector<B> column_norm;  ///< N_j; empty before the first step (then ‖err(before)_j‖₂)
   std::vector<B> entry_error;  ///< the entries' bounds as the last step left them
+  check::propagation_direction direction;
+  std::optional<check::two_key_propagation<double>> segments;  ///< from the first step of norm > 1
+
+  explicit memory_error_bound(check::propagation_direction d) : direction(d) {}
 
   template <class Step>
   void step(const memory_head<running_error<B>>& m, std::size_t t, const std::vector<running_error<B>>& before,
@@ -80,18 +95,52 @@ struct memory_error_bound<running_error<B>> {
     const bool first = column_norm.empty();
     column_norm.resize(V);
     entry_error.resize(K * V);
+    // Per column: ‖err(before)_j‖₂, the growth since the last step, ‖err(ℓ)_j‖₂.
+    std::vector<B> before_norm(V), growth_norm(V), local_norm(V);
     for (std::size_t j = 0; j < V; ++j) {
-      B entries(0), growth(0), local_norm(0), after_entries(0);
+      B entries(0), growth(0), locals(0);
       for (std::size_t i = 0; i < K; ++i) {
         const B& e = before[i * V + j].error();
         entries += e * e;
         if (!first && e > entry_error[i * V + j]) growth += (e - entry_error[i * V + j]) * (e - entry_error[i * V + j]);
-        local_norm += local[i * V + j].error() * local[i * V + j].error();
+        locals += local[i * V + j].error() * local[i * V + j].error();
       }
-      B carried = sqrt(entries);
-      if (!first && column_norm[j] + sqrt(growth) < carried) carried = column_norm[j] + sqrt(growth);
+      before_norm[j] = sqrt(entries), growth_norm[j] = sqrt(growth), local_norm[j] = sqrt(locals);
+    }
+    if (!segments && m.erases && norm > 1) {
+      segments.emplace(K, V, segment_length, direction);
+      for (std::size_t j = 0; j < V; ++j) {
+        B start = before_norm[j];
+        if (!first && column_norm[j] + growth_norm[j] < start) start = column_norm[j] + growth_norm[j];
+        segments->inject(j, upward(start));
+      }
+    } else if (segments) {
+      for (std::size_t j = 0; j < V; ++j) {
+        segments->inject(j, upward(growth_norm[j]));
+        segments->tighten(j, upward(before_norm[j]));
+      }
+    }
+    if (segments) {
+      std::vector<double> alpha(K), erase(K), write(K), local_upward(V);
+      for (std::size_t i = 0; i < K; ++i) {
+        alpha[i] = to_double(m.alpha[t * K + i].value());
+        erase[i] = to_double(m.erase[t * K + i].value());
+        write[i] = to_double(m.write[t * K + i].value());
+      }
+      for (std::size_t j = 0; j < V; ++j) local_upward[j] = upward(local_norm[j]);
+      segments->step(alpha, erase, write, local_upward);
+    }
+    for (std::size_t j = 0; j < V; ++j) {
+      B carried = before_norm[j];
+      if (!first && column_norm[j] + growth_norm[j] < carried) carried = column_norm[j] + growth_norm[j];
+      carried *= norm;
+      if (segments) {
+        const B propagated = B(segments->carried(j)) * B(1 + propagation_inflation);
+        if (propagated < carried) carried = propagated;
+      }
       // (Planted bug memory_error_bound_drops_carried: the error carried into the step forgotten.)
-      carried = KALMAN_ORACLE_MUTANT(memory_error_bound_drops_carried, B(carried * norm), B(0));
+      carried = KALMAN_ORACLE_MUTANT(memory_error_bound_drops_carried, carried, B(0));
+      B after_entries(0);
       for (std::size_t i = 0; i < K; ++i) {
         running_error<B>& x = after[i * V + j];
         const B normwise = carried + local[i * V + j].error();
@@ -99,10 +148,20 @@ struct memory_error_bound<running_error<B>> {
         entry_error[i * V + j] = x.error();
         after_entries += x.error() * x.error();
       }
-      column_norm[j] = carried + sqrt(local_norm);
+      column_norm[j] = carried + local_norm[j];
       if (sqrt(after_entries) < column_norm[j]) column_norm[j] = sqrt(after_entries);
+      if (segments) segments->tighten(j, upward(column_norm[j]));
     }
   }
+
+  /// Tokens per segment of the exact propagators (check/two_key_propagation.hpp's default).
+  static constexpr std::size_t segment_length = 16;
+  /// The binary64 propagators' relative error, about 2 segment_length K 2⁻⁵³ (K <= 2¹⁰), with room.
+  static constexpr double propagation_inflation = 0x1p-30;
+
+  static double to_double(const B& x) { return static_cast<double>(x); }
+  /// x rounded up to binary64 and inflated as the propagators' results are.
+  static double upward(const B& x) { return std::nextafter(to_double(x), HUGE_VAL) * (1 + propagation_inflation); }
 
   /// ‖A_t‖₂ <= max α · ‖I − w eᵀ‖₂ (algebra/rank_one_update_norm.hpp: for the β-form rules
   /// max(1, |1 − β‖k‖²|), so 1 when β‖k‖² ∈ [0, 2]); GLA (no erase): max α.
@@ -172,7 +231,8 @@ memory_head_gradients<T> memory_backward(const memory_head<T>& m, std::span<cons
   const std::size_t N = m.tokens, K = m.key_dim, V = m.value_dim;
   // Forward, storing S_0..S_N and Ŝ_1..Ŝ_N and the residuals.
   std::vector<std::vector<T>> S(N + 1), S_hat(N), residual(N);
-  memory_error_bound<T> state_error, adjoint_error;
+  memory_error_bound<T> state_error(check::propagation_direction::forward),
+      adjoint_error(check::propagation_direction::adjoint);
   S[0] = m.initial_state;
   for (std::size_t t = 0; t < N; ++t) {
     S_hat[t] = S[t];
