@@ -68,9 +68,10 @@ struct memory_error_bound {
 /// Whatever the caller does to the state between steps (the adjoint adds τ q do_tᵀ) shows as the
 /// growth of the entries' bounds since the last step, which is added to N_j in 2-norm.
 ///
-/// Where a step's norm exceeds 1 (the two-key rule of the diagonal KDN: a gain κ not parallel to its
-/// key makes I − κeᵀ an oblique projection), the products of the norms grow geometrically although
-/// the products of the steps contract; from the first such token on, a second bound runs beside N_j:
+/// Where a step's norm exceeds 1 by more than rounding (the two-key rule of the diagonal KDN: a gain κ
+/// not parallel to its key makes I − κeᵀ an oblique projection), the products of the norms grow
+/// geometrically although the products of the steps contract; from the first such token on, a second
+/// bound runs beside N_j:
 /// the exact propagators over segments of 16 tokens (check/two_key_propagation.hpp, forward or
 /// adjoint), each entry taking the smaller of the two. Its propagators are formed in binary64 (an
 /// estimate's arithmetic: their relative error, about 16 K 2⁻⁵³, is covered by the inflation below).
@@ -107,7 +108,7 @@ struct memory_error_bound<running_error<B>> {
       }
       before_norm[j] = sqrt(entries), growth_norm[j] = sqrt(growth), local_norm[j] = sqrt(locals);
     }
-    if (!segments && m.erases && norm > 1) {
+    if (!segments && m.erases && norm > B(1 + oblique_threshold)) {
       segments.emplace(K, V, segment_length, direction);
       for (std::size_t j = 0; j < V; ++j) {
         B start = before_norm[j];
@@ -156,6 +157,10 @@ struct memory_error_bound<running_error<B>> {
 
   /// Tokens per segment of the exact propagators (check/two_key_propagation.hpp's default).
   static constexpr std::size_t segment_length = 16;
+  /// How far above 1 a step's norm must be to start them: the β-form rules' norm is exactly 1 for
+  /// β‖k‖² ∈ [0, 2] (with α = 1), but its evaluation at the working precision may land an ulp above,
+  /// which must not switch the bound (and the fixtures' bytes) on rounding noise.
+  static constexpr double oblique_threshold = 0x1p-40;
   /// The binary64 propagators' relative error, about 2 segment_length K 2⁻⁵³ (K <= 2¹⁰), with room.
   static constexpr double propagation_inflation = 0x1p-30;
 
