@@ -7,7 +7,8 @@
 // l, l + 32, … (diagonal) or, every lane alike, the head's one variance (isotropic). A sequence is a
 // batch row, or one of cu_seqlens' (blockIdx.z; delta_rule_chunk_map says where its tokens and its
 // chunks' scratch are, as in the forward):
-//   map     each chunk's tokens' maps composed from its last token down, written to scratch;
+//   map     each chunk's tokens' maps composed from its last token down, written to scratch (isotropic:
+//           and each token's head scalars ‖k‖², Q, a, c, which the emit pass then reads, not forms);
 //   carry   one warp per (sequence, head): y at the last chunk's end is the final covariance's
 //           cotangent, y_end[c − 1] = F_c(y_end[c]);
 //   emit    each chunk from its y_end, token by token downwards: every gradient, and y_{t−1};
@@ -38,6 +39,7 @@ struct backward_scratch {
   float* carries;                   // [HV, NC, L]
   float *mu_partial, *tau_partial;  // [HV, NC]
   float *q_parts, *k_parts;         // [B, T, HV, K]
+  float4* token_scalars;            // [B, T, HV] (isotropic: the map pass's, for the emit pass)
   delta_rule_sequence_start* chunk_table;
 };
 
@@ -60,6 +62,7 @@ backward_scratch carve(const kdn_gain_backward_problem& bp, void* scratch) {
   s.tau_partial = take(n.tau_partial);
   s.q_parts = take(n.q_parts);
   s.k_parts = take(n.k_parts);
+  s.token_scalars = reinterpret_cast<float4*>(take(n.token_scalars));
   s.chunk_table = reinterpret_cast<delta_rule_sequence_start*>(take(n.chunk_table));
   return s;
 }
@@ -114,6 +117,47 @@ struct token_loader {
       x.predicted[0] = predicted[row];
       x.u_head = kdn_isotropic_information(mu, x.key2, static_cast<float>(K), x.r);
     }
+  }
+
+  /// Isotropic, with the head's token scalars as the map pass stored them (the same functions of the
+  /// same inputs as load_covariance_inputs and load_rest form them, so the same bits): p̂, k, r, ‖k‖², c,
+  /// and Q and a, which load_rest_stored then leaves alone.
+  __device__ void load_covariance_inputs_stored(long long t, const float4* scalars, token_values<J>& x) const {
+    const int K = bp.forward.key_dim;
+    const long long row = row_of(t);
+    x.r = in.r(t);
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      const int i = lane + j * kdn_lanes;
+      if (i < K) x.key[j] = in.k(t, i);
+    }
+    x.predicted[0] = predicted[row];
+    const float4 stored = scalars[row];
+    x.key2 = stored.x, x.queries = stored.y, x.a_head = stored.z, x.u_head = stored.w;
+  }
+
+  /// The rest of token t's values after load_covariance_inputs_stored: the channels' q and e^{2g} (which
+  /// the gradients need one by one) and the cotangents, no sums over channels.
+  __device__ void load_rest_stored(long long t, token_values<J>& x) const {
+    const int K = bp.forward.key_dim;
+    const long long row = row_of(t);
+    x.d_readout = cotangent_or_zero(bp.d_readout_variance, row);
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      const int i = lane + j * kdn_lanes;
+      if (i < K) {
+        x.query[j] = in.q(t, i);
+        x.a[j] = kdn_decay_squared(in.g(t, i));
+      }
+    }
+    x.d_gain[0] = cotangent_or_zero(bp.d_gain, row);
+    x.d_predicted[0] = cotangent_or_zero(bp.d_predicted_covariance, row);
+  }
+
+  /// The [B, T, HV] row of the head's token t.
+  __device__ long long row_of(long long t) const {
+    const kdn_gain_problem& p = bp.forward;
+    return (in.b * p.tokens + in.t0 + t) * p.heads + in.h;
   }
 
   /// The rest of token t's values (after load_covariance_inputs).
@@ -174,7 +218,7 @@ struct token_loader {
 template <class In, kdn_form Form, int J>
 __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
     kdn_gain_backward_map(const kdn_gain_backward_problem bp, const float* predicted, kdn_adjoint_affine* totals,
-                          const delta_rule_chunk_map map) {
+                          float4* token_scalars, const delta_rule_chunk_map map) {
   const int lane = threadIdx.x, chunk = blockIdx.x * warps_per_block + threadIdx.y;
   const delta_rule_sequence s = map.sequence(blockIdx.z);
   if (chunk >= s.chunks) return;
@@ -213,7 +257,11 @@ __global__ void __launch_bounds__(kdn_lanes* warps_per_block)
       load.load_covariance_inputs(t, x);
       load.load_rest(t, x);
       const kdn_adjoint_affine step = load.step(x, 0);
-      if (lane == 0) steps[t - first] = step;
+      if (lane == 0) {
+        steps[t - first] = step;
+        // The token's scalars, for the emit pass (which would otherwise form its sums over channels again).
+        token_scalars[load.row_of(t)] = make_float4(x.key2, x.queries, x.a_head, x.u_head);
+      }
     }
     __syncwarp();
     total[0] = steps[end - 1 - first];
@@ -255,12 +303,14 @@ __global__ void __launch_bounds__(kdn_lanes)
 /// emit: every token's gradients, from its chunk's carry downwards. Four blocks an SM up to J = 4 (K <= 128):
 /// the token loop is latency-bound, and without the bound the diagonal form at J = 4 took 138 registers,
 /// three blocks an SM, and ran 16–38% slower on the H200 than at 126 (measured: docs/kernels.md, "The KDN
-/// gain backward on packed batches"); at J = 8 the bound would spill.
-template <class In, kdn_form Form, int J>
+/// gain backward on packed batches"); at J = 8 the bound would spill. `Stored` (isotropic, where the map pass
+/// ran): the head's token scalars read from the map pass's `token_scalars`, not formed again.
+template <class In, kdn_form Form, int J, bool Stored>
 __global__ void __launch_bounds__(kdn_lanes* warps_per_block, J <= 4 ? 4 : 1)
     kdn_gain_backward_emit(const kdn_gain_backward_problem bp, const float* predicted, const float* carries,
                            float* mu_partial, float* tau_partial, float* q_parts, float* k_parts,
-                           const delta_rule_chunk_map map) {
+                           const float4* token_scalars, const delta_rule_chunk_map map) {
+  static_assert(!Stored || Form == kdn_form::isotropic);
   const int lane = threadIdx.x, chunk = blockIdx.x * warps_per_block + threadIdx.y;
   const delta_rule_sequence s = map.sequence(blockIdx.z);
   if (chunk >= s.chunks) return;
@@ -286,12 +336,21 @@ __global__ void __launch_bounds__(kdn_lanes* warps_per_block, J <= 4 ? 4 : 1)
   const long long first = static_cast<long long>(chunk) * chunk_tokens;
   const long long end = first + chunk_tokens < T ? first + chunk_tokens : T;
   token_values<J> x, before;
-  load.load_covariance_inputs(end - 1, x);
+  const auto load_covariance_inputs = [&](long long t, token_values<J>& v) {
+    if constexpr (Stored)
+      load.load_covariance_inputs_stored(t, token_scalars, v);
+    else
+      load.load_covariance_inputs(t, v);
+  };
+  load_covariance_inputs(end - 1, x);
   for (long long t = end - 1; t >= first; --t) {
-    load.load_rest(t, x);
+    if constexpr (Stored)
+      load.load_rest_stored(t, x);
+    else
+      load.load_rest(t, x);
     // p_{t−1}: the prior at t = 0, else the posterior of p̂_{t−1} (whose inputs the next step reuses).
     float previous[J];
-    if (t > 0) load.load_covariance_inputs(t - 1, before);
+    if (t > 0) load_covariance_inputs(t - 1, before);
 #pragma unroll
     for (int j = 0; j < J; ++j)
       if (holds(j))
@@ -469,13 +528,18 @@ void launch_typed(const kdn_gain_backward_problem& bp, const backward_scratch& s
     const dim3 block(kdn_lanes, warps_per_block),
         grid(static_cast<unsigned>((most + warps_per_block - 1) / warps_per_block), HV, N);
     if (most > 1) {
-      kdn_gain_backward_map<In, Form, J><<<grid, block, 0, stream>>>(bp, predicted, s.affine, map);
+      kdn_gain_backward_map<In, Form, J><<<grid, block, 0, stream>>>(bp, predicted, s.affine, s.token_scalars, map);
       check_cuda(cudaGetLastError(), "kdn_gain_backward_map");
     }
     kdn_gain_backward_carry<Form><<<dim3(HV, N), kdn_lanes, 0, stream>>>(bp, s.affine, s.carries, map);
     check_cuda(cudaGetLastError(), "kdn_gain_backward_carry");
-    kdn_gain_backward_emit<In, Form, J>
-        <<<grid, block, 0, stream>>>(bp, predicted, s.carries, s.mu_partial, s.tau_partial, s.q_parts, s.k_parts, map);
+    // The isotropic emit reads the map pass's token scalars where it ran (a sequence of one chunk: no map).
+    if (Form == kdn_form::isotropic && most > 1)
+      kdn_gain_backward_emit<In, Form, J, Form == kdn_form::isotropic><<<grid, block, 0, stream>>>(
+          bp, predicted, s.carries, s.mu_partial, s.tau_partial, s.q_parts, s.k_parts, s.token_scalars, map);
+    else
+      kdn_gain_backward_emit<In, Form, J, false><<<grid, block, 0, stream>>>(
+          bp, predicted, s.carries, s.mu_partial, s.tau_partial, s.q_parts, s.k_parts, s.token_scalars, map);
     check_cuda(cudaGetLastError(), "kdn_gain_backward_emit");
     if (p.key_head_group > 1) {
       kdn_gain_backward_key_heads<<<1024, 256, 0, stream>>>(bp, s.q_parts, s.k_parts);

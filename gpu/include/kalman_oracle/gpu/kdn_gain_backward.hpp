@@ -71,10 +71,11 @@ struct kdn_gain_backward_scratch_counts {
   long long mu_partial;        ///< dμ's per chunk [HV, NC]
   long long tau_partial;       ///< dτ's per chunk [HV, NC]
   long long q_parts, k_parts;  ///< dq, dk per value head [B, T, HV, K], when key_head_group > 1
+  long long token_scalars;     ///< isotropic: each token's ‖k‖², Q, a, c [B, T, HV, 4] (map pass → emit pass)
   long long chunk_table;       ///< with cu_seqlens, the chunk map's table (delta_rule_sequences.hpp)
   long long total() const {
     return predicted + forward_readout + forward_final + forward_scratch + affine + carries + mu_partial + tau_partial +
-           q_parts + k_parts + chunk_table;
+           q_parts + k_parts + token_scalars + chunk_table;
   }
 };
 
@@ -96,6 +97,7 @@ inline kdn_gain_backward_scratch_counts kdn_gain_backward_scratch(const kdn_gain
   n.carries = padded(HV * chunks * L);
   n.mu_partial = n.tau_partial = padded(HV * chunks);
   n.q_parts = n.k_parts = f.key_head_group > 1 ? padded(B * T * HV * K) : 0;
+  n.token_scalars = f.form == kdn_form::isotropic ? 4 * B * T * HV : 0;
   n.chunk_table = padded(static_cast<long long>((starts.size() * sizeof(delta_rule_sequence_start) + 3) / 4));
   return n;
 }
