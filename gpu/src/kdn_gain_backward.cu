@@ -89,9 +89,8 @@ struct token_loader {
 
   /// The values of token t that p_t needs: p̂, k, r and u (and ‖k‖², isotropic).
   __device__ void load_covariance_inputs(long long t, token_values<J>& x) const {
-    const kdn_gain_problem& p = bp.forward;
-    const int K = p.key_dim;
-    const long long row = (in.b * p.tokens + in.t0 + t) * p.heads + in.h;
+    const int K = bp.forward.key_dim;
+    const long long row = row_of(t);
     x.r = in.r(t);
     if constexpr (Form == kdn_form::diagonal) {
 #pragma unroll
@@ -121,7 +120,7 @@ struct token_loader {
 
   /// Isotropic, with the head's token scalars as the map pass stored them (the same functions of the
   /// same inputs as load_covariance_inputs and load_rest form them, so the same bits): p̂, k, r, ‖k‖², c,
-  /// and Q and a, which load_rest_stored then leaves alone.
+  /// and Q and a, which load_rest<false> then leaves alone.
   __device__ void load_covariance_inputs_stored(long long t, const float4* scalars, token_values<J>& x) const {
     const int K = bp.forward.key_dim;
     const long long row = row_of(t);
@@ -136,35 +135,21 @@ struct token_loader {
     x.key2 = stored.x, x.queries = stored.y, x.a_head = stored.z, x.u_head = stored.w;
   }
 
-  /// The rest of token t's values after load_covariance_inputs_stored: the channels' q and e^{2g} (which
-  /// the gradients need one by one) and the cotangents, no sums over channels.
-  __device__ void load_rest_stored(long long t, token_values<J>& x) const {
-    const int K = bp.forward.key_dim;
-    const long long row = row_of(t);
-    x.d_readout = cotangent_or_zero(bp.d_readout_variance, row);
-#pragma unroll
-    for (int j = 0; j < J; ++j) {
-      const int i = lane + j * kdn_lanes;
-      if (i < K) {
-        x.query[j] = in.q(t, i);
-        x.a[j] = kdn_decay_squared(in.g(t, i));
-      }
-    }
-    x.d_gain[0] = cotangent_or_zero(bp.d_gain, row);
-    x.d_predicted[0] = cotangent_or_zero(bp.d_predicted_covariance, row);
-  }
-
   /// The [B, T, HV] row of the head's token t.
   __device__ long long row_of(long long t) const {
     const kdn_gain_problem& p = bp.forward;
     return (in.b * p.tokens + in.t0 + t) * p.heads + in.h;
   }
 
-  /// The rest of token t's values (after load_covariance_inputs).
+  /// The rest of token t's values (after load_covariance_inputs). `Sums` false (isotropic, after
+  /// load_covariance_inputs_stored): the channels' q and e^{2g} (which the gradients need one by one) and
+  /// the cotangents, no sums over channels.
+  template <bool Sums = true>
   __device__ void load_rest(long long t, token_values<J>& x) const {
+    static_assert(Sums || Form == kdn_form::isotropic);
     const kdn_gain_problem& p = bp.forward;
     const int K = p.key_dim;
-    const long long row = (in.b * p.tokens + in.t0 + t) * p.heads + in.h;
+    const long long row = row_of(t);
     x.d_readout = cotangent_or_zero(bp.d_readout_variance, row);
     float decay = 0.0f, queries = 0.0f;
 #pragma unroll
@@ -173,8 +158,10 @@ struct token_loader {
       if (i < K) {
         x.query[j] = in.q(t, i);
         x.a[j] = kdn_decay_squared(in.g(t, i));
-        decay = add_rn(decay, x.a[j]);
-        queries = add_rn(queries, kdn_scaled_query_squared(p.tau, x.query[j]));
+        if constexpr (Sums) {
+          decay = add_rn(decay, x.a[j]);
+          queries = add_rn(queries, kdn_scaled_query_squared(p.tau, x.query[j]));
+        }
       }
     }
     if constexpr (Form == kdn_form::diagonal) {
@@ -198,8 +185,10 @@ struct token_loader {
     } else {
       x.d_gain[0] = cotangent_or_zero(bp.d_gain, row);
       x.d_predicted[0] = cotangent_or_zero(bp.d_predicted_covariance, row);
-      x.queries = warp_channel_sum(queries);
-      x.a_head = div_rn(warp_channel_sum(decay), static_cast<float>(K));
+      if constexpr (Sums) {
+        x.queries = warp_channel_sum(queries);
+        x.a_head = div_rn(warp_channel_sum(decay), static_cast<float>(K));
+      }
     }
   }
 
@@ -344,10 +333,7 @@ __global__ void __launch_bounds__(kdn_lanes* warps_per_block, J <= 4 ? 4 : 1)
   };
   load_covariance_inputs(end - 1, x);
   for (long long t = end - 1; t >= first; --t) {
-    if constexpr (Stored)
-      load.load_rest_stored(t, x);
-    else
-      load.load_rest(t, x);
+    load.template load_rest<!Stored>(t, x);
     // p_{t−1}: the prior at t = 0, else the posterior of p̂_{t−1} (whose inputs the next step reuses).
     float previous[J];
     if (t > 0) load_covariance_inputs(t - 1, before);
