@@ -71,10 +71,10 @@ struct memory_error_bound {
 /// Where a step's norm exceeds 1 by more than rounding (the two-key rule of the diagonal KDN: a gain κ
 /// not parallel to its key makes I − κeᵀ an oblique projection), the products of the norms grow
 /// geometrically although the products of the steps contract; from the first such token on, a second
-/// bound runs beside N_j:
-/// the exact propagators over segments of 16 tokens (check/two_key_propagation.hpp, forward or
-/// adjoint), each entry taking the smaller of the two. Its propagators are formed in binary64 (an
-/// estimate's arithmetic: their relative error, about 16 K 2⁻⁵³, is covered by the inflation below).
+/// bound runs beside N_j: the exact propagators over segments of 16 tokens (check/two_key_propagation.hpp,
+/// forward or adjoint), each entry taking the smaller of the two. Its propagators are formed in binary64
+/// (an estimate's arithmetic: their relative error, about 2 · 16 K 2⁻⁵³, is covered by the inflation
+/// below).
 template <class B>
 struct memory_error_bound<running_error<B>> {
   std::vector<B> column_norm;  ///< N_j; empty before the first step (then ‖err(before)_j‖₂)
