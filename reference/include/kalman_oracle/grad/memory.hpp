@@ -16,6 +16,7 @@
 // and dS_0 = dS at the end. The states S_t are recomputed forward first (stored: a reference).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <optional>
@@ -68,19 +69,22 @@ struct memory_error_bound {
 /// Whatever the caller does to the state between steps (the adjoint adds τ q do_tᵀ) shows as the
 /// growth of the entries' bounds since the last step, which is added to N_j in 2-norm.
 ///
-/// Where a step's norm exceeds 1 by more than rounding (the two-key rule of the diagonal KDN: a gain κ
-/// not parallel to its key makes I − κeᵀ an oblique projection), the products of the norms grow
-/// geometrically although the products of the steps contract; from the first such token on, a second
-/// bound runs beside N_j: the exact propagators over segments of 16 tokens (check/two_key_propagation.hpp,
-/// forward or adjoint), each entry taking the smaller of the two. Its propagators are formed in binary64
-/// (an estimate's arithmetic: their relative error, about 2 · 16 K 2⁻⁵³, is covered by the inflation
-/// below).
+/// The per-step norms miss what the products of the steps do: a norm of 1 a step (the β-form rules)
+/// adds every token's rounding at full weight although the product of a few K steps with keys that
+/// span the key space contracts, and where a step's norm exceeds 1 (the two-key rule of the diagonal
+/// KDN: a gain κ not parallel to its key makes I − κeᵀ an oblique projection) the products of the
+/// norms grow geometrically although the products of the steps contract. So a second bound runs beside
+/// N_j: the exact propagators over segments (check/two_key_propagation.hpp, forward or adjoint), each
+/// entry taking the smaller of the two; for every erasing rule from the first token where the segments
+/// are 8K tokens long (K <= 32), else (segments of 16) from the first token whose step's norm exceeds 1
+/// (below: segment_length, oblique_threshold). Its propagators are formed in binary64 (an estimate's
+/// arithmetic; what covers their rounding is at propagation_inflation below).
 template <class B>
 struct memory_error_bound<running_error<B>> {
   std::vector<B> column_norm;  ///< N_j; empty before the first step (then ‖err(before)_j‖₂)
   std::vector<B> entry_error;  ///< the entries' bounds as the last step left them
   check::propagation_direction direction;
-  std::optional<check::two_key_propagation<double>> segments;  ///< from the first step of norm > 1
+  std::optional<check::two_key_propagation<double>> segments;  ///< erasing rules, once started (see above)
 
   explicit memory_error_bound(check::propagation_direction d) : direction(d) {}
 
@@ -108,8 +112,8 @@ struct memory_error_bound<running_error<B>> {
       }
       before_norm[j] = sqrt(entries), growth_norm[j] = sqrt(growth), local_norm[j] = sqrt(locals);
     }
-    if (!segments && m.erases && norm > B(1 + oblique_threshold)) {
-      segments.emplace(K, V, segment_length, direction);
+    if (!segments && m.erases && (long_segments(K) || norm > B(1 + oblique_threshold))) {
+      segments.emplace(K, V, segment_length(K), direction);
       for (std::size_t j = 0; j < V; ++j) {
         B start = before_norm[j];
         if (!first && column_norm[j] + growth_norm[j] < start) start = column_norm[j] + growth_norm[j];
@@ -136,7 +140,10 @@ struct memory_error_bound<running_error<B>> {
       if (!first && column_norm[j] + growth_norm[j] < carried) carried = column_norm[j] + growth_norm[j];
       carried *= norm;
       if (segments) {
-        const B propagated = B(segments->carried(j)) * B(1 + propagation_inflation);
+        // The binary64 propagators' error: relative, and absolute up to ι times the weights that the
+        // per-step norms give the same errors (see propagation_inflation).
+        const B propagated =
+            B(segments->carried(j)) * B(1 + propagation_inflation) + B(propagation_inflation) * carried;
         if (propagated < carried) carried = propagated;
       }
       // (Planted bug memory_error_bound_drops_carried: the error carried into the step forgotten.)
@@ -155,13 +162,25 @@ struct memory_error_bound<running_error<B>> {
     }
   }
 
-  /// Tokens per segment of the exact propagators (check/two_key_propagation.hpp's default).
-  static constexpr std::size_t segment_length = 16;
-  /// How far above 1 a step's norm must be to start them: the β-form rules' norm is exactly 1 for
-  /// β‖k‖² ∈ [0, 2] (with α = 1), but its evaluation at the working precision may land an ulp above,
-  /// which must not switch the bound (and the fixtures' bytes) on rounding noise.
+  /// The product of the steps contracts only once a segment's keys span the key space, which random
+  /// keys do in a few K tokens (DeltaNet, K = 16, unit keys, β ∈ [0, 1]: ‖Φ‖₂ 0.9996 over 16 tokens,
+  /// 0.90 over 32, 0.59 over 64, 0.17 over 128; docs/error-model.md, "Exact products over segments"), so
+  /// segments are 8K tokens long where that costs at most 2¹⁸ multiply-adds a token and direction
+  /// (about K² a propagator and token: K <= 32), as the adjoint itself costs at K = V = 128; else 16.
+  static constexpr std::size_t long_segment_limit = std::size_t{1} << 18;
+  static bool long_segments(std::size_t K) { return 8 * K * K * K <= long_segment_limit; }
+  static std::size_t segment_length(std::size_t K) { return long_segments(K) ? std::max<std::size_t>(16, 8 * K) : 16; }
+  /// Where segments are 16 tokens long, they start at the first token whose step's norm exceeds 1 by more
+  /// than rounding: the β-form rules' norm is exactly 1 for β‖k‖² ∈ [0, 2] (with α = 1), and a product
+  /// of 16 of their steps keeps a direction of norm near 1 at K > 16, so they would cost without helping;
+  /// the evaluation of the norm at the working precision may land an ulp above 1, which must not switch
+  /// the bound (and the fixtures' bytes) on rounding noise.
   static constexpr double oblique_threshold = 0x1p-40;
-  /// The binary64 propagators' relative error, about 2 segment_length K 2⁻⁵³ (K <= 2¹⁰), with room.
+  /// ι: each propagator is a product of at most segment_length(K) <= 8K steps, each a rank-one update
+  /// formed with K-term sums in binary64, so its entries err by about 2 · 8K · K · 2⁻⁵³ <= 2⁻³⁹ (K <= 32;
+  /// 2 · 16 · K · 2⁻⁵³ <= 2⁻³⁰ for K <= 2¹⁸ otherwise) times the norms of the partial products, which the
+  /// per-step norms bound; the bound taken is the segments' times 1 + ι plus ι times the per-step norms'
+  /// (and the values entering it rounded upward and inflated by 1 + ι).
   static constexpr double propagation_inflation = 0x1p-30;
 
   static double to_double(const B& x) { return static_cast<double>(x); }
