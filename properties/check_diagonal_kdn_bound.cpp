@@ -11,7 +11,8 @@
 // steps A_tᵀ = D(I − kκᵀ) (the memory adjoint's bound, grad/memory.hpp) and errors injected between
 // the steps. There the planted bugs two_key_bound_forgets_history (a segment's carried error dropped),
 // two_key_adjoint_steps_forward (the adjoint's errors pushed through A_t) and
-// two_key_injection_not_propagated (an injected error forgotten by the next step) are caught.
+// two_key_injection_not_propagated (an injected error forgotten by the next step) and
+// two_key_carry_only_locals_not_grown (one propagator a segment, its locals not grown by Π ρ) are caught.
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -112,20 +113,26 @@ TEST_SUITE("error_bound") {
       const std::size_t T = *rc::gen::inRange<std::size_t>(1, 80);
       const std::size_t K = *rc::gen::inRange<std::size_t>(1, 6);
       const std::size_t V = *rc::gen::inRange<std::size_t>(1, 3);
-      // Steps near the identity (no decay, tiny gains: errors add up) or generic oblique ones; through
-      // A_t (the state) or A_tᵀ (the memory adjoint, grad/memory.hpp); errors that enter between the
-      // steps (inject: the adjoint's readout terms) or none.
+      // Steps near the identity (no decay, tiny gains: errors add up) or generic oblique ones, decaying
+      // or not (then their norms exceed 1 and the errors grow); through A_t (the state) or A_tᵀ (the
+      // memory adjoint, grad/memory.hpp); errors that enter between the steps (inject: the adjoint's
+      // readout terms) or none; each local error with its own propagator, or only the segment's carry
+      // (the memory's long segments at K > 32); segments of 4 to 40 tokens.
       const bool near_identity = *rc::gen::arbitrary<bool>();
       const bool aligned = *rc::gen::arbitrary<bool>();
       const bool adjoint = *rc::gen::arbitrary<bool>();
       const bool injections = *rc::gen::arbitrary<bool>();
       const bool adversarial = *rc::gen::arbitrary<bool>();
+      const bool carry_only = *rc::gen::arbitrary<bool>();
+      const bool decays = *rc::gen::arbitrary<bool>();  // else α = 1: oblique steps then grow errors
+      const std::size_t segment = *rc::gen::inRange<std::size_t>(4, 41);
       const auto seed = *rc::gen::arbitrary<std::uint64_t>();
       std::mt19937_64 rng(seed);
       precision_scope precision(256);
       using R = mpfr_real;
       check::two_key_propagation<R> propagation(
-          K, V, 16, adjoint ? check::propagation_direction::adjoint : check::propagation_direction::forward);
+          K, V, segment, adjoint ? check::propagation_direction::adjoint : check::propagation_direction::forward,
+          carry_only ? check::local_propagators::carry_only : check::local_propagators::each);
       std::vector<std::vector<R>> error(V, std::vector<R>(K, R(0)));
       // Unit directions (normalised in MPFR: a binary32 key's norm may exceed 1 by an ulp).
       const auto unit = [&] {
@@ -160,7 +167,7 @@ TEST_SUITE("error_bound") {
         st.alpha.resize(K), st.key.resize(K), st.gain.resize(K), st.local.resize(V);
         const auto k = float_key(rng, K, 1.0);
         for (std::size_t i = 0; i < K; ++i) {
-          st.alpha[i] = near_identity ? R(1) : R(uniform_float(rng, 0.5, 1));
+          st.alpha[i] = near_identity || !decays ? R(1) : R(uniform_float(rng, 0.5, 1));
           st.key[i] = R(k[i]);
           // A diagonal gain P̂k/(r + kᵀP̂k) with spread-out P̂: oblique unless P̂ is isotropic.
           st.gain[i] = R(k[i]) * R(near_identity ? 1e-6 : std::pow(10.0, uniform_float(rng, -2, 0)));
@@ -187,9 +194,10 @@ TEST_SUITE("error_bound") {
       };
       if (adversarial) {
         // A unit error at the start along the direction the first segment's product stretches most
-        // (power iteration on ΦᵀΦ, Φ = A_16 ⋯ A_1 or its adjoint's), no other error in that segment:
-        // the bound there is the product's norm, nearly attained; a wrong product is caught.
-        const std::size_t n = std::min<std::size_t>(T, 16);
+        // (power iteration on ΦᵀΦ, Φ = A_n ⋯ A_1 or its adjoint's, n the segment's length), no other
+        // error in that segment: the bound there is the product's norm, nearly attained; a wrong product
+        // is caught.
+        const std::size_t n = std::min<std::size_t>(T, segment);
         std::vector<std::vector<R>> phi(K, std::vector<R>(K, R(0)));  // column c = Φ e_c
         for (std::size_t c = 0; c < K; ++c) {
           phi[c][c] = R(1);
@@ -215,7 +223,7 @@ TEST_SUITE("error_bound") {
         for (std::size_t t = 0; t < n; ++t) std::fill(steps[t].local.begin(), steps[t].local.end(), R(0));
       }
       for (std::size_t t = 0; t < T; ++t) {
-        if (injections && !(adversarial && t < 16))
+        if (injections && !(adversarial && t < segment))
           for (std::size_t j = 0; j < V; ++j) {
             const R amount(uniform_float(rng, 0, 1));
             propagation.inject(j, amount);

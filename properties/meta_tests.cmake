@@ -59,6 +59,7 @@ set(KALMAN_ORACLE_META_TESTS
   two_key_bound_forgets_history:error_bound
   two_key_adjoint_steps_forward:error_bound
   two_key_injection_not_propagated:error_bound
+  two_key_carry_only_locals_not_grown:error_bound
   running_error_sum_drops_rounding:error_bound
   memory_error_bound_drops_carried:error_bound
   wy_chunk_bound_drops_carried:error_bound

@@ -27,6 +27,14 @@
 // adjoint runs from the last token down; ‖A_tᵀ‖₂ = ‖A_t‖₂, so ρ and the rest are the same.
 // Errors that enter between steps (the adjoint adds τ q doᵀ) are inject()ed at the current point.
 //
+// The carry alone (`local_propagators::carry_only`): one propagator a segment, for the carried error,
+// and each local error weighted by Π ρ since it entered (>= ‖Φ(t, s)‖₂ by submultiplicativity), so
+//     e_t = c(t) e_{t0} + f_t,   f_t = ρ_t f_{t−1} + L_t,   f_{t0} = 0.
+// It gives up the locals' own propagators, which pay only where ‖Φ(t, s)‖_F < Π ρ (steps of norm
+// above 1, or products long enough to contract inside the segment), for a cost of K² a token instead
+// of K² a token and local: long segments (hundreds of tokens, where products of the β-form rules'
+// steps, each of norm 1, contract) then cost what short ones cost.
+//
 // Everything is evaluated in the working type T along the exact trajectory (MPFR in the generator);
 // the caller inflates and rounds the result upward as for the other bounds.
 #pragma once
@@ -59,6 +67,9 @@ T erase_write_norm(const std::vector<T>& gain, const std::vector<T>& key) {
 /// token down).
 enum class propagation_direction { forward, adjoint };
 
+/// Whether each local error gets its own propagator, or only the segment's carry does (see the top).
+enum class local_propagators { each, carry_only };
+
 template <class T>
 class two_key_propagation {
  public:
@@ -66,13 +77,16 @@ class two_key_propagation {
   static constexpr int carry_squarings = 4;
 
   two_key_propagation(std::size_t key_dim, std::size_t value_dim, std::size_t segment_length = 16,
-                      propagation_direction direction = propagation_direction::forward)
+                      propagation_direction direction = propagation_direction::forward,
+                      local_propagators locals = local_propagators::each)
       : K_(key_dim),
         segment_length_(segment_length),
         direction_(direction),
+        locals_mode_(locals),
         start_(value_dim, T(0)),
         now_(value_dim, T(0)),
-        carried_(value_dim, T(0)) {
+        carried_(value_dim, T(0)),
+        fresh_(value_dim, T(0)) {
     if (segment_length == 0) throw std::invalid_argument("two_key_propagation: segment_length must be positive");
     open_segment();
   }
@@ -87,15 +101,20 @@ class two_key_propagation {
   /// step, before the next): it is propagated from here as a local error is.
   void inject(std::size_t j, const T& amount) {
     // (Planted bug two_key_injection_not_propagated: counted now, forgotten by the next step.)
-    (locals_.empty() ? start_[j] : locals_.back()[j]) +=
-        KALMAN_ORACLE_MUTANT(two_key_injection_not_propagated, amount, T(0));
+    const T propagated = KALMAN_ORACLE_MUTANT(two_key_injection_not_propagated, amount, T(0));
+    if (at_segment_start())
+      start_[j] += propagated;
+    else if (locals_mode_ == local_propagators::carry_only)
+      fresh_[j] += propagated;
+    else
+      locals_.back()[j] += propagated;
     now_[j] += amount;
   }
 
   /// ‖ε_j‖₂ <= `known` at the current point, known otherwise (entry by entry bounds): taken where the
   /// current point starts a segment (its bound is then a single number), ignored elsewhere.
   void tighten(std::size_t j, const T& known) {
-    if (!locals_.empty() || !(known < start_[j])) return;
+    if (!at_segment_start() || !(known < start_[j])) return;
     start_[j] = known;
     now_[j] = known;
   }
@@ -112,9 +131,25 @@ class two_key_propagation {
       apply_step(p.phi, alpha, key, gain);
       p.growth *= rho;
     }
+    ++steps_;
+    const bool closing = steps_ == segment_length_;
+    if (locals_mode_ == local_propagators::carry_only) {
+      T factor = std::min(propagators_[0].growth, frobenius(propagators_[0].phi));
+      if (closing) factor = std::min(factor, spectral_upper(propagators_[0].phi));
+      for (std::size_t j = 0; j < now_.size(); ++j) {
+        // Π ρ >= ‖Φ(t, s)‖₂ for every local since the segment began (planted bug
+        // two_key_carry_only_locals_not_grown: the locals kept at weight 1, too little where ρ > 1).
+        fresh_[j] *= KALMAN_ORACLE_MUTANT(two_key_carry_only_locals_not_grown, rho, T(1));
+        carried_[j] = factor * start_[j] + fresh_[j];
+        fresh_[j] += local[j];
+        now_[j] = carried_[j] + local[j];
+        if (closing) start_[j] = KALMAN_ORACLE_MUTANT(two_key_bound_forgets_history, now_[j], fresh_[j]);
+      }
+      if (closing) open_segment();
+      return;
+    }
     propagators_.push_back({identity(), T(1)});
     locals_.push_back(local);
-    const bool closing = propagators_.size() == segment_length_ + 1;
     // n(t, s) for the carry (index 0) and each local error.
     std::vector<T> factor(propagators_.size());
     for (std::size_t n = 0; n < propagators_.size(); ++n)
@@ -145,8 +180,12 @@ class two_key_propagation {
   void open_segment() {
     propagators_.clear();
     locals_.clear();
+    std::fill(fresh_.begin(), fresh_.end(), T(0));
+    steps_ = 0;
     propagators_.push_back({identity(), T(1)});
   }
+  /// No step taken since the segment began: the current point's bound is start_ alone.
+  bool at_segment_start() const { return steps_ == 0; }
   /// Φ ← (I − κkᵀ) D Φ (forward): rows scaled by α, then the rank-one correction −κ (kᵀ DΦ); or
   /// Ψ ← D (I − kκᵀ) Ψ (adjoint): the correction −k (κᵀΨ), then rows scaled by α.
   void apply_step(std::vector<T>& phi, const std::vector<T>& alpha, const std::vector<T>& key,
@@ -212,11 +251,14 @@ class two_key_propagation {
 
   std::size_t K_, segment_length_;
   propagation_direction direction_;
+  local_propagators locals_mode_;
   std::vector<T> start_;    ///< e_{t0} per column
   std::vector<T> now_;      ///< e_t per column
   std::vector<T> carried_;  ///< e_t less the last step's local error, per column
+  std::vector<T> fresh_;    ///< carry_only: f_t, the segment's locals weighted by Π ρ, per column
+  std::size_t steps_ = 0;   ///< steps taken since the segment began
   std::vector<propagator> propagators_;
-  std::vector<std::vector<T>> locals_;  ///< L_s per column, s in the segment
+  std::vector<std::vector<T>> locals_;  ///< each: L_s per column, s in the segment
 };
 
 }  // namespace kalman_oracle::check

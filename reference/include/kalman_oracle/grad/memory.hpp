@@ -73,18 +73,21 @@ struct memory_error_bound {
 /// adds every token's rounding at full weight although the product of a few K steps with keys that
 /// span the key space contracts, and where a step's norm exceeds 1 (the two-key rule of the diagonal
 /// KDN: a gain κ not parallel to its key makes I − κeᵀ an oblique projection) the products of the
-/// norms grow geometrically although the products of the steps contract. So a second bound runs beside
-/// N_j: the exact propagators over segments (check/two_key_propagation.hpp, forward or adjoint), each
-/// entry taking the smaller of the two; for every erasing rule from the first token where the segments
-/// are 8K tokens long (K <= 32), else (segments of 16) from the first token whose step's norm exceeds 1
-/// (below: segment_length, oblique_threshold). Its propagators are formed in binary64 (an estimate's
-/// arithmetic; what covers their rounding is at propagation_inflation below).
+/// norms grow geometrically although the products of the steps contract. So two more bounds run beside
+/// N_j, each entry taking the smallest (check/two_key_propagation.hpp, forward or adjoint): for every
+/// erasing rule from the first token, the exact products over segments of long_segment_length(K)
+/// tokens, for what entered before the segment and, where that is cheap (locals_propagated), for each
+/// token's local error since (`long_segments`); where it is not, the long segments carry only their
+/// carry (one propagator, K² a token), and from the first token whose step's norm exceeds 1 the exact
+/// propagators over segments of 16 tokens, for the carry and each local error, run too (`segments`). Their propagators are formed in binary64
+/// (an estimate's arithmetic; what covers their rounding is at propagation_inflation below).
 template <class B>
 struct memory_error_bound<running_error<B>> {
   std::vector<B> column_norm;  ///< N_j; empty before the first step (then ‖err(before)_j‖₂)
   std::vector<B> entry_error;  ///< the entries' bounds as the last step left them
   check::propagation_direction direction;
-  std::optional<check::two_key_propagation<double>> segments;  ///< erasing rules, once started (see above)
+  std::optional<check::two_key_propagation<double>> long_segments;  ///< erasing rules, from the first step
+  std::optional<check::two_key_propagation<double>> segments;       ///< from the first step of norm > 1
 
   explicit memory_error_bound(check::propagation_direction d) : direction(d) {}
 
@@ -112,20 +115,29 @@ struct memory_error_bound<running_error<B>> {
       }
       before_norm[j] = sqrt(entries), growth_norm[j] = sqrt(growth), local_norm[j] = sqrt(locals);
     }
-    if (!segments && m.erases && (long_segments(K) || norm > B(1 + oblique_threshold))) {
-      segments.emplace(K, V, segment_length(K), direction);
-      for (std::size_t j = 0; j < V; ++j) {
-        B start = before_norm[j];
-        if (!first && column_norm[j] + growth_norm[j] < start) start = column_norm[j] + growth_norm[j];
-        segments->inject(j, upward(start));
+    // The carried error's bound where a propagation starts, and what has entered since the last step.
+    const auto start_value = [&](std::size_t j) {
+      B start = before_norm[j];
+      if (!first && column_norm[j] + growth_norm[j] < start) start = column_norm[j] + growth_norm[j];
+      return upward(start);
+    };
+    const auto advance = [&](std::optional<check::two_key_propagation<double>>& propagation, bool start,
+                             std::size_t length, check::local_propagators locals) {
+      if (!propagation && start) {
+        propagation.emplace(K, V, length, direction, locals);
+        for (std::size_t j = 0; j < V; ++j) propagation->inject(j, start_value(j));
+      } else if (propagation) {
+        for (std::size_t j = 0; j < V; ++j) {
+          propagation->inject(j, upward(growth_norm[j]));
+          propagation->tighten(j, upward(before_norm[j]));
+        }
       }
-    } else if (segments) {
-      for (std::size_t j = 0; j < V; ++j) {
-        segments->inject(j, upward(growth_norm[j]));
-        segments->tighten(j, upward(before_norm[j]));
-      }
-    }
-    if (segments) {
+    };
+    advance(long_segments, m.erases, long_segment_length(K),
+            locals_propagated(K) ? check::local_propagators::each : check::local_propagators::carry_only);
+    advance(segments, !locals_propagated(K) && m.erases && norm > B(1 + oblique_threshold), segment_length,
+            check::local_propagators::each);
+    if (long_segments || segments) {
       std::vector<double> alpha(K), erase(K), write(K), local_upward(V);
       for (std::size_t i = 0; i < K; ++i) {
         alpha[i] = to_double(m.alpha[t * K + i].value());
@@ -133,19 +145,22 @@ struct memory_error_bound<running_error<B>> {
         write[i] = to_double(m.write[t * K + i].value());
       }
       for (std::size_t j = 0; j < V; ++j) local_upward[j] = upward(local_norm[j]);
-      segments->step(alpha, erase, write, local_upward);
+      if (long_segments) long_segments->step(alpha, erase, write, local_upward);
+      if (segments) segments->step(alpha, erase, write, local_upward);
     }
     for (std::size_t j = 0; j < V; ++j) {
       B carried = before_norm[j];
       if (!first && column_norm[j] + growth_norm[j] < carried) carried = column_norm[j] + growth_norm[j];
       carried *= norm;
-      if (segments) {
-        // The binary64 propagators' error: relative, and absolute up to ι times the weights that the
-        // per-step norms give the same errors (see propagation_inflation).
-        const B propagated =
-            B(segments->carried(j)) * B(1 + propagation_inflation) + B(propagation_inflation) * carried;
-        if (propagated < carried) carried = propagated;
-      }
+      // The binary64 propagators' error: relative, and absolute up to ι times the weights that the
+      // per-step norms give the same errors (see propagation_inflation).
+      const B per_step = carried;
+      for (const auto* propagation : {&long_segments, &segments})
+        if (*propagation) {
+          const B propagated =
+              B((*propagation)->carried(j)) * B(1 + propagation_inflation) + B(propagation_inflation) * per_step;
+          if (propagated < carried) carried = propagated;
+        }
       // (Planted bug memory_error_bound_drops_carried: the error carried into the step forgotten.)
       carried = KALMAN_ORACLE_MUTANT(memory_error_bound_drops_carried, carried, B(0));
       B after_entries(0);
@@ -158,29 +173,37 @@ struct memory_error_bound<running_error<B>> {
       }
       column_norm[j] = carried + local_norm[j];
       if (sqrt(after_entries) < column_norm[j]) column_norm[j] = sqrt(after_entries);
+      if (long_segments) long_segments->tighten(j, upward(column_norm[j]));
       if (segments) segments->tighten(j, upward(column_norm[j]));
     }
   }
 
-  /// The product of the steps contracts only once a segment's keys span the key space, which random
-  /// keys do in a few K tokens (DeltaNet, K = 16, unit keys, β ∈ [0, 1]: ‖Φ‖₂ 0.9996 over 16 tokens,
-  /// 0.90 over 32, 0.59 over 64, 0.17 over 128; docs/error-model.md, "Exact products over segments"), so
-  /// segments are 8K tokens long where that costs at most 2¹⁸ multiply-adds a token and direction
-  /// (about K² a propagator and token: K <= 32), as the adjoint itself costs at K = V = 128; else 16.
-  static constexpr std::size_t long_segment_limit = std::size_t{1} << 18;
-  static bool long_segments(std::size_t K) { return 8 * K * K * K <= long_segment_limit; }
-  static std::size_t segment_length(std::size_t K) { return long_segments(K) ? std::max<std::size_t>(16, 8 * K) : 16; }
-  /// Where segments are 16 tokens long, they start at the first token whose step's norm exceeds 1 by more
-  /// than rounding: the β-form rules' norm is exactly 1 for β‖k‖² ∈ [0, 2] (with α = 1), and a product
-  /// of 16 of their steps keeps a direction of norm near 1 at K > 16, so they would cost without helping;
-  /// the evaluation of the norm at the working precision may land an ulp above 1, which must not switch
-  /// the bound (and the fixtures' bytes) on rounding noise.
+  /// The product of the β-form rules' steps contracts only once a segment's keys span the key space,
+  /// which random keys do in a few K tokens (DeltaNet, K = 16, unit keys, β ∈ [0, 1]: ‖Φ‖₂ 0.9996 over
+  /// 16 tokens, 0.90 over 32, 0.59 over 64, 0.17 over 128; docs/error-model.md, "Exact products over
+  /// segments"): segments of 8K tokens, at least 16 and at most 2²¹/K (propagation_inflation; K > 512).
+  static std::size_t long_segment_length(std::size_t K) {
+    return std::max<std::size_t>(16, std::min<std::size_t>(8 * K, (std::size_t{1} << 21) / K));
+  }
+  /// Whether the long segments give each token's local error its own propagator too: where that costs at
+  /// most 2¹⁸ multiply-adds a token and direction (8K propagators of K² entries: K <= 32), about what the
+  /// adjoint itself costs at K = V = 128. They pay where products inside a segment contract (the
+  /// default suite's K = 16 fixtures: budgets 15% to 25% tighter than with the carry alone, and all of
+  /// the oblique steps' gain), and then the oblique steps' own segments are not needed.
+  static bool locals_propagated(std::size_t K) { return 8 * K * K * K <= (std::size_t{1} << 18); }
+  /// The oblique steps' segments where the long ones carry only their carry (K > 32): a propagator for
+  /// each local error, K² a token and local.
+  static constexpr std::size_t segment_length = 16;
+  /// They start at the first token whose step's norm exceeds 1 by more than rounding: the β-form
+  /// rules' norm is exactly 1 for β‖k‖² ∈ [0, 2] (with α = 1), and its evaluation at the working
+  /// precision may land an ulp above, which must not switch the bound (and the fixtures' bytes) on
+  /// rounding noise.
   static constexpr double oblique_threshold = 0x1p-40;
-  /// ι: each propagator is a product of at most segment_length(K) <= 8K steps, each a rank-one update
-  /// formed with K-term sums in binary64, so its entries err by about 2 · 8K · K · 2⁻⁵³ <= 2⁻³⁹ (K <= 32;
-  /// 2 · 16 · K · 2⁻⁵³ <= 2⁻³⁰ for K <= 2¹⁸ otherwise) times the norms of the partial products, which the
-  /// per-step norms bound; the bound taken is the segments' times 1 + ι plus ι times the per-step norms'
-  /// (and the values entering it rounded upward and inflated by 1 + ι).
+  /// ι: a propagator is a product of at most long_segment_length(K) <= 2²¹/K steps, each a rank-one
+  /// update formed with K-term sums in binary64, so its entries err by about 2 · 2²¹ · 2⁻⁵³ = 2⁻³¹ times
+  /// the norms of the partial products, which the per-step norms bound; the bound taken is the
+  /// propagation's times 1 + ι plus ι times the per-step norms' (and the values entering it rounded
+  /// upward and inflated by 1 + ι).
   static constexpr double propagation_inflation = 0x1p-30;
 
   static double to_double(const B& x) { return static_cast<double>(x); }
