@@ -188,8 +188,8 @@ struct memory_error_bound<running_error<B>> {
   /// Whether the long segments give each token's local error its own propagator too: where that costs at
   /// most 2¹⁸ multiply-adds a token and direction (8K propagators of K² entries: K <= 32), about what the
   /// adjoint itself costs at K = V = 128. They pay where products inside a segment contract (the
-  /// default suite's K = 16 fixtures: budgets 15% to 25% tighter than with the carry alone, and all of
-  /// the oblique steps' gain), and then the oblique steps' own segments are not needed.
+  /// default suite's K = 16 fixtures: the shares of the budgets 1.14 to 1.22 times those with the carry
+  /// alone, and all of the oblique steps' gain), and then the oblique steps' own segments are not needed.
   static bool locals_propagated(std::size_t K) { return 8 * K * K * K <= (std::size_t{1} << 18); }
   /// The oblique steps' segments where the long ones carry only their carry (K > 32): a propagator for
   /// each local error, K² a token and local.
