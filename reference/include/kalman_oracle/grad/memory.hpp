@@ -79,15 +79,16 @@ struct memory_error_bound {
 /// tokens, for what entered before the segment and, where that is cheap (locals_propagated), for each
 /// token's local error since (`long_segments`); where it is not, the long segments carry only their
 /// carry (one propagator, K² a token), and from the first token whose step's norm exceeds 1 the exact
-/// propagators over segments of 16 tokens, for the carry and each local error, run too (`segments`). Their propagators are formed in binary64
-/// (an estimate's arithmetic; what covers their rounding is at propagation_inflation below).
+/// propagators over segments of 16 tokens, for the carry and each local error, run too (`segments`).
+/// Their propagators are formed in binary64 (an estimate's arithmetic; what covers their rounding is
+/// at propagation_inflation below).
 template <class B>
 struct memory_error_bound<running_error<B>> {
   std::vector<B> column_norm;  ///< N_j; empty before the first step (then ‖err(before)_j‖₂)
   std::vector<B> entry_error;  ///< the entries' bounds as the last step left them
   check::propagation_direction direction;
   std::optional<check::two_key_propagation<double>> long_segments;  ///< erasing rules, from the first step
-  std::optional<check::two_key_propagation<double>> segments;       ///< from the first step of norm > 1
+  std::optional<check::two_key_propagation<double>> segments;       ///< K > 32: from the first step of norm > 1
 
   explicit memory_error_bound(check::propagation_direction d) : direction(d) {}
 
