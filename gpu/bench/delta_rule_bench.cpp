@@ -7,7 +7,8 @@
 // to a device-to-device copy of the same bytes in the same run, the tensor-core rate (the chunked
 // form's matrix-product FLOPs over the time) and its fraction of a bfloat16 cuBLAS product's rate
 // measured in the same run; and each of the three launches timed alone (prepare_ms, state_ms,
-// output_ms). Then the backward (delta_rule_backward.hpp, binary32) on the same inputs from random
+// output_ms). Then the backward (delta_rule_backward.hpp; binary32, then with its products on the tensor
+// cores in TF32: "operands") on the same inputs from random
 // cotangents of o and the final state, every gradient: its time, its ratio to the forward's, and its
 // five launches timed alone (launch_ms: operands, states, cotangents, value sums, channels). Last, GDN's
 // varlen batch of the same 32768 tokens at H = 16 (B = 1, 16 sequences of 2048 ± d, d from 0 to 2047:
@@ -163,22 +164,28 @@ void delta_rule_bench(int repeats, const cudaDeviceProp& prop) {
       if (gate == delta_rule_gate::none) bp.dg = nullptr;
       const std::size_t backward_workspace = delta_rule_backward_workspace_bytes(bp);
       check(cudaMalloc(&bp.workspace, backward_workspace), "cudaMalloc");
-      const double backward_ms = median_ms(repeats, [&] { delta_rule_backward_device(bp); });
-      check(cudaGetLastError(), "delta_rule backward kernels");
-      std::string launches;
-      for (const delta_rule_backward_launch which :
-           {delta_rule_backward_launch::operands, delta_rule_backward_launch::states,
-            delta_rule_backward_launch::cotangents, delta_rule_backward_launch::value_sums,
-            delta_rule_backward_launch::channels})
-        launches += (launches.empty() ? "" : ", ") +
-                    std::to_string(median_ms(repeats, [&] { delta_rule_backward_device_launch(bp, which); }));
-      std::printf(
-          "{\"device\": \"%s\", \"kernel\": \"delta_rule_backward\", \"problem\": \"%s_B%d_T%d_H%d_K128_V128\", "
-          "\"B\": %d, \"T\": %d, \"H\": %d, \"dtype\": \"bf16\", \"ms\": %.4f, \"forward_ms\": %.4f, "
-          "\"backward_over_forward\": %.3f, \"launch_ms\": [%s], \"workspace_bytes\": %zu}\n",
-          prop.name, name, s.B, s.T, s.H, s.B, s.T, s.H, backward_ms, ms, backward_ms / ms, launches.c_str(),
-          backward_workspace);
-      std::fflush(stdout);
+      // Both arithmetics of the products (delta_rule_backward_operands), one after the other.
+      for (const delta_rule_backward_operands operands :
+           {delta_rule_backward_operands::f32, delta_rule_backward_operands::tf32}) {
+        bp.operands = operands;
+        const double backward_ms = median_ms(repeats, [&] { delta_rule_backward_device(bp); });
+        check(cudaGetLastError(), "delta_rule backward kernels");
+        std::string launches;
+        for (const delta_rule_backward_launch which :
+             {delta_rule_backward_launch::operands, delta_rule_backward_launch::states,
+              delta_rule_backward_launch::cotangents, delta_rule_backward_launch::value_sums,
+              delta_rule_backward_launch::channels})
+          launches += (launches.empty() ? "" : ", ") +
+                      std::to_string(median_ms(repeats, [&] { delta_rule_backward_device_launch(bp, which); }));
+        std::printf(
+            "{\"device\": \"%s\", \"kernel\": \"delta_rule_backward\", \"problem\": \"%s_B%d_T%d_H%d_K128_V128\", "
+            "\"B\": %d, \"T\": %d, \"H\": %d, \"dtype\": \"bf16\", \"operands\": \"%s\", \"ms\": %.4f, "
+            "\"forward_ms\": %.4f, \"backward_over_forward\": %.3f, \"launch_ms\": [%s], \"workspace_bytes\": %zu}\n",
+            prop.name, name, s.B, s.T, s.H, s.B, s.T, s.H,
+            operands == delta_rule_backward_operands::tf32 ? "tf32" : "f32", backward_ms, ms, backward_ms / ms,
+            launches.c_str(), backward_workspace);
+        std::fflush(stdout);
+      }
       for (void* ptr : gradients) cudaFree(ptr);
       for (void* ptr :
            {k, q, v, beta, g, d_o, d_final, static_cast<void*>(o), static_cast<void*>(final_state), bp.workspace})

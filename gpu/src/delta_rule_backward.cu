@@ -1,5 +1,5 @@
 // The chunked delta-rule backward (delta_rule_backward.hpp; docs/kernels.md, "The chunked delta-rule
-// memory (backward, binary32)"), in five launches, the twin's (twin/delta_rule_backward_twin.hpp) in the same order:
+// memory (backward, binary32 or tf32)"), in five launches, the twin's (twin/delta_rule_backward_twin.hpp) in the same order:
 //   1. operands   (a block of 1024 threads a (batch row, value head, chunk)): the gates, A / r and σ,
 //                 𝒯, X, W, U, the carry keys and Γ ⊙ sq, into the chunk's record of the workspace;
 //   2. states     (a block of 512 a (sequence, value head, 16 value columns), the chunks in order):
@@ -15,7 +15,10 @@
 // there): the matrix-like sums by register tiles (tiled_sums.cuh: a thread sums a small tile of
 // elements, each in its own order), the pair sums and prefixes by the model's functions. Kernel and
 // twin agree bit for bit, and no atomics: run to run bit-identical. Binary32 on the CUDA cores: see
-// delta_rule_backward.hpp for why, docs/kernels.md for what it costs.
+// delta_rule_backward.hpp for why, docs/kernels.md for what it costs. With
+// delta_rule_backward_operands::tf32 the products of launches 1 to 4 go to the tensor cores instead
+// (product_sums: mma_sums.cuh, TF32 operands), kernel and twin then within the tf32-tc budget of each
+// other (docs/kernels.md, "Tensor-core products (tf32)"); still no atomics, the same bits run to run.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -27,6 +30,7 @@
 #include "device_arena.hpp"
 #include "kalman_oracle/gpu/delta_rule_backward.hpp"
 #include "kalman_oracle/gpu/models/delta_rule_backward.cuh"
+#include "mma_sums.cuh"
 #include "tiled_sums.cuh"
 
 namespace kalman_oracle::gpu {
@@ -105,6 +109,8 @@ struct launch_args {
   backward_record rec;
   delta_rule_chunk_map map;
   float* ws;
+  /// Whether the products of launches 1 to 4 run on the tensor cores (delta_rule_backward_operands::tf32).
+  __device__ bool tensor_cores() const { return bp.operands == delta_rule_backward_operands::tf32; }
   __device__ float* record(long long h, long long g) const {
     return ws + (h * map.total_chunks + g) * static_cast<long long>(rec.size());
   }
@@ -282,16 +288,18 @@ __global__ void __launch_bounds__(operands_threads) operands_kernel(const launch
   __syncthreads();
   for_each<operands_threads>(n * n, [&](int x) { ws[rec.Tm() + (x / n) * C + x % n] = Tm[(x / n) * C + x % n]; });
   // W = 𝒯X (W_ti = Σ_{m ≤ t} 𝒯_tm X_mi; register tiles: tiled_sums.cuh).
-  tiled_sums<2, 4, operands_threads>(
-      n, K, [](int, int) { return 0.0f; }, [&](int t, int i, float acc) { ws[rec.W() + t * K + i] = acc; },
+  product_sums<2, 4, operands_threads>(
+      a.tensor_cores(), n, K, [](int, int) { return 0.0f; },
+      [&](int t, int i, float acc) { ws[rec.W() + t * K + i] = acc; },
       run_of<terms::through_row>({Tm, C, 1}, {e, 1, KP}, n));
   __syncthreads();  // X read: Y = r v goes over it
   float* Y = shared;
   for_each<operands_threads>(n * V, [&](int x) { Y[x] = mul_rn(r[x / V], in.v(x / V, x % V)); });
   __syncthreads();
   // U = 𝒯Y.
-  tiled_sums<2, 4, operands_threads>(
-      n, V, [](int, int) { return 0.0f; }, [&](int t, int j, float acc) { ws[rec.U() + t * V + j] = acc; },
+  product_sums<2, 4, operands_threads>(
+      a.tensor_cores(), n, V, [](int, int) { return 0.0f; },
+      [&](int t, int j, float acc) { ws[rec.U() + t * V + j] = acc; },
       run_of<terms::through_row>({Tm, C, 1}, {Y, 1, V}, n));
 }
 
@@ -327,8 +335,8 @@ __global__ void __launch_bounds__(state_threads) states_kernel(const launch_args
     stage_wait<0>();
     __syncthreads();
     // Ũ = U − W S (GLA: U; register tiles: tiled_sums.cuh).
-    tiled_sums<2, 1, state_threads>(
-        n, columns, [](int, int) { return 0.0f; },
+    product_sums<2, 1, state_threads>(
+        a.tensor_cores(), n, columns, [](int, int) { return 0.0f; },
         [&](int t, int j, float acc) {
           float& u = Ut[t * columns + j];
           if (erases) u = add_rn(u, -acc);
@@ -337,8 +345,8 @@ __global__ void __launch_bounds__(state_threads) states_kernel(const launch_args
         run_of<terms::all>({W, KP, 1}, {S, 1, columns}, erases ? K : 0));
     __syncthreads();
     // S' = Γ_L ⊙ S + Σ_m carry_m Ũ_mᵀ.
-    tiled_sums<2, 2, state_threads>(
-        K, columns, [](int, int) { return 0.0f; },
+    product_sums<2, 2, state_threads>(
+        a.tensor_cores(), K, columns, [](int, int) { return 0.0f; },
         [&](int i, int j, float acc) { S[i * columns + j] = fma_rn(last[i], S[i * columns + j], acc); },
         run_of<terms::all>({carry, 1, KP}, {Ut, 1, columns}, n));
   }
@@ -385,8 +393,8 @@ __global__ void __launch_bounds__(state_threads) cotangents_kernel(const launch_
     stage_wait<0>();
     __syncthreads();
     // dŨ_m = Σ_i carry_mi dS'_i + Σ_{t ≥ m} σ_tm do_t (register tiles: tiled_sums.cuh).
-    tiled_sums<2, 1, state_threads>(
-        n, columns, [](int, int) { return 0.0f; },
+    product_sums<2, 1, state_threads>(
+        a.tensor_cores(), n, columns, [](int, int) { return 0.0f; },
         [&](int m, int j, float acc) {
           dUt[m * columns + j] = acc;
           ws[rec.dUt() + m * V + j0 + j] = acc;
@@ -401,8 +409,8 @@ __global__ void __launch_bounds__(state_threads) cotangents_kernel(const launch_
       __syncthreads();
     }
     // dS = Γ_L ⊙ dS' + Σ_t (Γ ⊙ sq)_t do_tᵀ − Σ_m W_m dŨ_mᵀ.
-    tiled_sums<2, 2, state_threads>(
-        K, columns, [](int, int) { return 0.0f; },
+    product_sums<2, 2, state_threads>(
+        a.tensor_cores(), K, columns, [](int, int) { return 0.0f; },
         [&](int i, int j, float acc) { D[i * columns + j] = fma_rn(last[i], D[i * columns + j], acc); },
         run_of<terms::all>({gsq, 1, KP}, {d_o, 1, columns}, n),
         run_of<terms::all>({keys, 1, KP, true}, {dUt, 1, columns}, erases ? n : 0));
@@ -469,33 +477,33 @@ __global__ void __launch_bounds__(value_sums_threads) value_sums_kernel(const la
     __syncthreads();
     for_each<value_sums_threads>(K, [&](int i) { R[i] = fma_sum(R[i], D + i * TP, 1, S + i * TP, 1, columns); });
     // dc_im += Σ_j dS'_ij Ũ_mj, da_it += Σ_j S_ij do_tj (this stage's columns; register tiles: tiled_sums.cuh).
-    tiled_sums<2, 4, value_sums_threads>(
-        K, n, [&](int i, int m) { return dc[i * C + m]; }, [&](int i, int m, float acc) { dc[i * C + m] = acc; },
-        run_of<terms::all>({D, TP, 1}, {Ut, TP, 1}, columns));
-    tiled_sums<2, 4, value_sums_threads>(
-        K, n, [&](int i, int t) { return da[i * C + t]; }, [&](int i, int t, float acc) { da[i * C + t] = acc; },
-        run_of<terms::all>({S, TP, 1}, {d_o, TP, 1}, columns));
+    product_sums<2, 4, value_sums_threads>(
+        a.tensor_cores(), K, n, [&](int i, int m) { return dc[i * C + m]; },
+        [&](int i, int m, float acc) { dc[i * C + m] = acc; }, run_of<terms::all>({D, TP, 1}, {Ut, TP, 1}, columns));
+    product_sums<2, 4, value_sums_threads>(
+        a.tensor_cores(), K, n, [&](int i, int t) { return da[i * C + t]; },
+        [&](int i, int t, float acc) { da[i * C + t] = acc; }, run_of<terms::all>({S, TP, 1}, {d_o, TP, 1}, columns));
     // dσ_tm += Σ_j do_tj Ũ_mj, d𝒯_tm += Σ_j dŨ_tj Y_mj (m ≤ t: the tiles sum the others too, unstored).
-    tiled_sums<2, 2, value_sums_threads>(
-        n, n, [&](int t, int m) { return dsigma[t * C + m]; },
+    product_sums<2, 2, value_sums_threads>(
+        a.tensor_cores(), n, n, [&](int t, int m) { return dsigma[t * C + m]; },
         [&](int t, int m, float acc) {
           if (m <= t) dsigma[t * C + m] = acc;
         },
         run_of<terms::all>({d_o, TP, 1}, {Ut, TP, 1}, columns));
     if (erases) {
-      tiled_sums<2, 2, value_sums_threads>(
-          n, n, [&](int t, int m) { return dTm[t * C + m]; },
+      product_sums<2, 2, value_sums_threads>(
+          a.tensor_cores(), n, n, [&](int t, int m) { return dTm[t * C + m]; },
           [&](int t, int m, float acc) {
             if (m <= t) dTm[t * C + m] = acc;
           },
           run_of<terms::all>({dUt, TP, 1}, {Y, TP, 1}, columns));
-      tiled_sums<2, 4, value_sums_threads>(
-          n, K, [&](int t, int i) { return dW[t * K + i]; }, [&](int t, int i, float acc) { dW[t * K + i] = acc; },
-          run_of<terms::all>({dUt, TP, 1}, {S, TP, 1}, columns));
+      product_sums<2, 4, value_sums_threads>(
+          a.tensor_cores(), n, K, [&](int t, int i) { return dW[t * K + i]; },
+          [&](int t, int i, float acc) { dW[t * K + i] = acc; }, run_of<terms::all>({dUt, TP, 1}, {S, TP, 1}, columns));
     }
     // dY = 𝒯ᵀ dŨ (dY_tj = Σ_{a ≥ t} 𝒯_at dŨ_aj); dv = r dY.
-    tiled_sums<1, 1, value_sums_threads>(
-        n, columns, [](int, int) { return 0.0f; },
+    product_sums<1, 1, value_sums_threads>(
+        a.tensor_cores(), n, columns, [](int, int) { return 0.0f; },
         [&](int t, int j, float acc) {
           dY[t * TP + j] = acc;
           bp.dv[((static_cast<long long>(b) * p.tokens + t0 + t) * p.heads + h) * V + j0 + j] = mul_rn(r[t], acc);
@@ -521,14 +529,15 @@ __global__ void __launch_bounds__(value_sums_threads) value_sums_kernel(const la
   __syncthreads();
   // d𝒯_tm += Σ_i dW_ti X_mi (m ≤ t); dX = 𝒯ᵀ dW (dX_ti = Σ_{a ≥ t} 𝒯_at dW_ai; GLA: 0).
   if (erases)
-    tiled_sums<2, 2, value_sums_threads>(
-        n, n, [&](int t, int m) { return dTm[t * C + m]; },
+    product_sums<2, 2, value_sums_threads>(
+        a.tensor_cores(), n, n, [&](int t, int m) { return dTm[t * C + m]; },
         [&](int t, int m, float acc) {
           if (m <= t) dTm[t * C + m] = acc;
         },
         run_of<terms::all>({dW, K, 1}, {X, KP, 1}, K));
-  tiled_sums<2, 4, value_sums_threads>(
-      n, K, [](int, int) { return 0.0f; }, [&](int t, int i, float acc) { ws[rec.dX() + t * K + i] = acc; },
+  product_sums<2, 4, value_sums_threads>(
+      a.tensor_cores(), n, K, [](int, int) { return 0.0f; },
+      [&](int t, int i, float acc) { ws[rec.dX() + t * K + i] = acc; },
       run_of<terms::from_row>({Tm, 1, CP}, {dW, 1, K}, erases ? n : 0));
   __syncthreads();
   // M = 𝒯ᵀ d𝒯 (M_tb = Σ_{a ≥ t} 𝒯_at d𝒯_ab, b < t).

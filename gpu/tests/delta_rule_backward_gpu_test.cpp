@@ -3,19 +3,26 @@
 // chunks, K = V = 16 … 128, grouped value heads, bfloat16 inputs, a strongly decaying chunk, absent
 // cotangents and initial states), the gradients and the workspace poisoned with NaN first, and the same
 // bits when run again. The twin is checked against the reference adjoint in CI
-// (delta_rule_backward_twin_test.cpp). Without a CUDA device: "SKIP: <why>".
+// (delta_rule_backward_twin_test.cpp). The tf32 kernels (delta_rule_backward_operands::tf32: the products
+// on the tensor cores, accumulated in their own order) are not the twin's bits: each run's gradients must
+// lie within the `tf32-tc` tier's budget of the reference adjoint computed on the spot, as the twin's do
+// in CI, so kernel and twin are within twice that budget of each other; and run after run the same bits.
+// Without a CUDA device: "SKIP: <why>".
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <vector>
 
+#include "delta_rule_backward_budget.hpp"
 #include "delta_rule_backward_cases.hpp"
 #include "delta_rule_varlen_cases.hpp"
 #include "kalman_oracle/gpu/twin/delta_rule_backward_twin.hpp"
 #include "kla_cases.hpp"
 #include "skip_without_device.hpp"
 
+using namespace kalman_oracle;
 using namespace kalman_oracle::gpu;
 using namespace kalman_oracle::gpu::testing;
 
@@ -57,6 +64,51 @@ TEST_CASE("gpu: the chunked delta-rule backward kernels equal their twin bit for
   }
   MESSAGE("chunked delta-rule backward: kernel = twin bit for bit on " << compared << " runs of " << cases.size()
                                                                        << " problems");
+}
+
+TEST_CASE("gpu: the tf32 backward kernels are within the tf32-tc budget of the reference, run after run") {
+  if (skip_without_device()) return;
+  unsigned seed = 7000;
+  std::vector<backward_case> cases = backward_cases;
+  cases.insert(cases.end(), {{"kda", 1, 193, 2, 1, 128, 128, true, 3, false, true},
+                             {"gated_delta_net", 2, 127, 2, 2, 128, 64, true, 3, false, false},
+                             {"two_key", 1, 257, 1, 1, 128, 128, true, 1, false, false},
+                             {"delta_net", 1, 65, 1, 1, 64, 48, false, 3, false, false}});
+  double overall = 0;
+  for (const backward_case& c : cases) {
+    CAPTURE(c.rule);
+    CAPTURE(c.B);
+    CAPTURE(c.T);
+    CAPTURE(c.H);
+    CAPTURE(c.group);
+    CAPTURE(c.K);
+    CAPTURE(c.V);
+    const drawn x = draw(c, seed++);
+    const float tau = static_cast<float>(std::pow(static_cast<double>(c.K), -0.5));
+    backward_run first(c, x, tau), again(c, x, tau);
+    first.problem.operands = again.problem.operands = delta_rule_backward_operands::tf32;
+    delta_rule_backward_host(first.problem);
+    delta_rule_backward_host(again.problem);
+    CHECK(first_difference("dq", again.dq, first.dq) == "");
+    CHECK(first_difference("dk", again.dk, first.dk) == "");
+    CHECK(first_difference("dv", again.dv, first.dv) == "");
+    CHECK(first_difference("dbeta", again.dbeta, first.dbeta) == "");
+    CHECK(first_difference("dkappa", again.dkappa, first.dkappa) == "");
+    CHECK(first_difference("dg", again.dg, first.dg) == "");
+    CHECK(first_difference("d_initial_state", again.d_initial, first.d_initial) == "");
+    if (c.T == 0) {
+      CHECK(first.d_initial == x.d_final);
+      continue;
+    }
+    const worst_ratio worst = reference_budget(c, x, tau, operand_format::tf32).share_of(c, first);
+    INFO(worst.where);
+    CHECK(worst.ratio <= 1.0);
+    overall = std::max(overall, worst.ratio);
+  }
+  MESSAGE("tf32 chunked delta-rule backward: " << cases.size()
+                                               << " problems, run twice: the same bits; worst share of the tf32-tc "
+                                                  "budget "
+                                               << overall);
 }
 
 TEST_CASE(

@@ -1,5 +1,5 @@
 // The chunked delta-rule backward's twin against the reference adjoint (label `twin`; docs/kernels.md, "The
-// chunked delta-rule memory (backward, binary32)"): grad/fixed_gain_chunked.hpp in binary64 with chunks of
+// chunked delta-rule memory (backward, binary32 or tf32)"): grad/fixed_gain_chunked.hpp in binary64 with chunks of
 // 64 (the twin's), and per element the fixtures' gradient budget (docs/error-model.md, "Gradients:
 // first-order running error"): 2 u × the first-order running error bound of the reference's own adjoint (the
 // same template run over running_error<double>), u = 2^-24, plus the binary64 reference's own (u = 2^-53).
@@ -18,56 +18,14 @@
 #include <string>
 #include <vector>
 
+#include "delta_rule_backward_budget.hpp"
 #include "delta_rule_backward_cases.hpp"
-#include "gradient_budget.hpp"
 #include "kalman_oracle/gpu/twin/delta_rule_backward_twin.hpp"
-#include "kalman_oracle/grad/fixed_gain_chunked.hpp"
-#include "kalman_oracle/scalar/running_error.hpp"
+#include "kalman_oracle/scalar/operand_rounding.hpp"
 
 using namespace kalman_oracle;
 using namespace kalman_oracle::gpu;
 using namespace kalman_oracle::gpu::testing;
-
-namespace {
-
-/// x as a tensor<S> of `shape`; with group > 1 (q and k, given per key head) each value head reads its
-/// key head.
-template <class S>
-tensor<S> as_tensor(const char* name, const std::vector<float>& x, shape_t shape, int group = 1) {
-  tensor<S> out(name, shape);
-  const std::size_t HV = shape[2], inner = shape.size() > 3 ? shape[3] : 1, rows = shape[0] * shape[1];
-  for (std::size_t row = 0; row < rows; ++row)
-    for (std::size_t h = 0; h < HV; ++h)
-      for (std::size_t i = 0; i < inner; ++i)
-        out.data()[(row * HV + h) * inner + i] =
-            S(static_cast<double>(x[(row * (HV / group) + h / group) * inner + i]));
-  return out;
-}
-
-template <class S>
-gradients<S> reference_gradients(const backward_case& c, const drawn& x, float tau) {
-  const std::size_t B = c.B, T = c.T, HV = c.H * c.group, K = c.K, V = c.V;
-  fixed_gain_inputs<S> in;
-  const std::string rule = c.rule;
-  in.rule = rule == "gla"               ? fixed_gain_rule::gla
-            : rule == "delta_net"       ? fixed_gain_rule::delta_net
-            : rule == "gated_delta_net" ? fixed_gain_rule::gated_delta_net
-                                        : fixed_gain_rule::kda;
-  in.q = as_tensor<S>("q", x.q, {B, T, HV, K}, c.group);
-  in.k = as_tensor<S>("k", x.k, {B, T, HV, K}, c.group);
-  in.v = as_tensor<S>("v", x.v, {B, T, HV, V});
-  if (has_beta(c)) in.beta = as_tensor<S>("beta", x.beta, {B, T, HV});
-  if (two_key(c)) in.gain = as_tensor<S>("gain", x.kappa, {B, T, HV, K});
-  if (has_gate(c)) in.g = gate_per_head(c) ? as_tensor<S>("g", x.g, {B, T, HV}) : as_tensor<S>("g", x.g, {B, T, HV, K});
-  if (c.initial) in.initial_state = as_tensor<S>("initial_state", x.initial, {B, HV, K, V});
-  in.scale = S(static_cast<double>(tau));
-  cotangents<S> cot;
-  if (!x.d_o.empty()) cot.set(as_tensor<S>("o", x.d_o, {B, T, HV, V}));
-  if (!x.d_final.empty()) cot.set(as_tensor<S>("final_state", x.d_final, {B, HV, K, V}));
-  return fixed_gain_chunked_backward(in, cot, delta_rule_backward_chunk_tokens);
-}
-
-}  // namespace
 
 TEST_SUITE("twin") {
   // The decay prefixes' sums (models/delta_rule_backward.cuh): prefix_in_place reads its terms eight at a
@@ -96,7 +54,6 @@ TEST_SUITE("twin") {
     unsigned seed = 31;
     double overall = 0;
     for (const backward_case& c : backward_cases) {
-      const std::size_t B = c.B, T = c.T, H = c.H, K = c.K;
       CAPTURE(c.rule);
       CAPTURE(c.B);
       CAPTURE(c.T);
@@ -107,35 +64,77 @@ TEST_SUITE("twin") {
       CAPTURE(c.strong);
       CAPTURE(c.bf16);
       const drawn x = draw(c, seed++);
-      const float tau = static_cast<float>(std::pow(static_cast<double>(K), -0.5));
+      const float tau = static_cast<float>(std::pow(static_cast<double>(c.K), -0.5));
       backward_run r(c, x, tau);
       delta_rule_backward_twin(r.problem);
-      if (T == 0) {  // no chunk: the initial state's cotangent is the final state's
+      if (c.T == 0) {  // no chunk: the initial state's cotangent is the final state's
         CHECK(r.d_initial == x.d_final);
         continue;
       }
-      const gradients<double> ref = reference_gradients<double>(c, x, tau);
-      const gradients<running_error<double>> err = reference_gradients<running_error<double>>(c, x, tau);
-      worst_ratio worst;
-      const auto compare = [&](const char* name, const std::vector<float>& twin, const char* ref_name) {
-        REQUIRE_MESSAGE(ref.at(ref_name).size() == twin.size(), name);
-        add_elements(worst, name, twin, ref.at(ref_name), err.at(ref_name));
-      };
-      // dq, dk: the reference's per value head, summed over a key head's group.
-      const auto key_head_sum = [&](const char* ref_name, const std::vector<float>& twin, const char* name) {
-        add_key_head_sums(worst, name, twin, ref.at(ref_name), err.at(ref_name), B * T, H, c.group, K);
-      };
-      key_head_sum("q", r.dq, "dq");
-      key_head_sum("k", r.dk, "dk");
-      compare("dv", r.dv, "v");
-      if (has_beta(c)) compare("dbeta", r.dbeta, "beta");
-      if (two_key(c)) compare("dkappa", r.dkappa, "gain");
-      if (has_gate(c)) compare("dg", r.dg, "g");
-      if (c.initial) compare("d_initial_state", r.d_initial, "initial_state");
+      const worst_ratio worst = reference_budget(c, x, tau, operand_format::none).share_of(c, r);
       INFO(worst.where);
       CHECK(worst.ratio <= 1.0);
       overall = std::max(overall, worst.ratio);
     }
     MESSAGE("chunked delta-rule backward twin: worst share of the gradient budget " << overall);
+  }
+
+  // The tensor-core backward's operand rounding (float_ops.cuh's tf32_rn_by_bits, which the twin runs and
+  // the GPU's cvt.rn.tf32.f32 must match: gpu.tf32.equals_bits) is the reference's TF32 rounding
+  // (scalar/operand_rounding.hpp) on every significand of the binades at the range's edges and in the
+  // middle (subnormals, the largest binade's rounding to infinity), both signs, and on random bits.
+  TEST_CASE("twin: tf32_rn_by_bits is the reference's TF32 rounding") {
+    long long compared = 0, wrong = 0;
+    const auto check = [&](std::uint32_t bits) {
+      const float x = std::bit_cast<float>(bits);
+      if (std::isnan(x)) return;
+      ++compared;
+      if (std::bit_cast<std::uint32_t>(tf32_rn_by_bits(x)) !=
+          std::bit_cast<std::uint32_t>(round_to_precision(x, operand_precision(operand_format::tf32))))
+        if (++wrong <= 5) FAIL_CHECK("bits " << bits);
+    };
+    for (std::uint32_t field : {0u, 1u, 2u, 126u, 127u, 200u, 253u, 254u, 255u})
+      for (std::uint32_t sign = 0; sign < 2; ++sign)
+        for (std::uint32_t significand = 0; significand < (1u << 23); ++significand)
+          check((sign << 31) | (field << 23) | significand);
+    std::mt19937 gen(20261206);
+    for (int i = 0; i < 4'000'000; ++i) check(static_cast<std::uint32_t>(gen()));
+    CHECK(wrong == 0);
+    MESSAGE("tf32_rn_by_bits = the reference's TF32 rounding on " << compared << " values");
+  }
+
+  // The tf32 backward (delta_rule_backward_operands::tf32): the twin, with every operand of the products
+  // the kernel puts on the tensor cores rounded to TF32, within the `tf32-tc` tier's gradient budget of the
+  // reference (each operand's rounding in the reference's running error) on every problem; and that
+  // rounding is real: the same twin leaves the binary32 budget on some problem (a tf32 mode that rounded
+  // nothing would stay inside it).
+  TEST_CASE("twin: tf32 chunked delta-rule backward within the tf32-tc gradient budget of the reference adjoint") {
+    unsigned seed = 31;
+    double overall = 0, beyond_binary32 = 0;
+    for (const backward_case& c : backward_cases) {
+      CAPTURE(c.rule);
+      CAPTURE(c.B);
+      CAPTURE(c.T);
+      CAPTURE(c.K);
+      CAPTURE(c.V);
+      const drawn x = draw(c, seed++);
+      const float tau = static_cast<float>(std::pow(static_cast<double>(c.K), -0.5));
+      backward_run r(c, x, tau);
+      r.problem.operands = delta_rule_backward_operands::tf32;
+      delta_rule_backward_twin(r.problem);
+      if (c.T == 0) {
+        CHECK(r.d_initial == x.d_final);
+        continue;
+      }
+      const worst_ratio worst = reference_budget(c, x, tau, operand_format::tf32).share_of(c, r);
+      INFO(worst.where);
+      CHECK(worst.ratio <= 1.0);
+      overall = std::max(overall, worst.ratio);
+      beyond_binary32 =
+          std::max(beyond_binary32, reference_budget(c, x, tau, operand_format::none).share_of(c, r).ratio);
+    }
+    CHECK(beyond_binary32 > 1.0);
+    MESSAGE("tf32 chunked delta-rule backward twin: worst share of the tf32-tc budget "
+            << overall << "; of the binary32 budget " << beyond_binary32);
   }
 }

@@ -14,7 +14,8 @@
 // `conform --outputs final_covariance,readout_variance`; for the fixed-gain family's (gla, delta_net,
 // gated_delta_net, kda) the chunked delta-rule memory's forward on tensor cores (run_delta_rule.hpp),
 // checked with `conform --arithmetic bf16-tc --outputs o,final_state`. With `--gradients`, the
-// backward (binary32) from the fixture's cotangents, the gradients alone, checked with `conform
+// backward (binary32; with `--operands tf32` the memory's matrix products on the tensor cores, checked
+// with `--arithmetic tf32-tc`) from the fixture's cotangents, the gradients alone, checked with `conform
 // --gradients-only`: the memory's for the fixed-gain family, the memory's then the gain path's for the
 // KDNs. Exit 0 written, 2 bad input (a fixture of a model without a kernel, unreadable file, bad
 // arguments), 1 a CUDA error.
@@ -223,6 +224,12 @@ int main(int argc, char** argv) {
                 "fixed-gain and KDN fixtures: the backward (binary32; the KDNs': the memory's, then the gain "
                 "path's) from the fixture's cotangents; the candidate holds the gradients only (check with "
                 "--gradients-only)");
+  std::string operands = "f32";
+  run->add_option("--operands", operands,
+                  "with --gradients: the memory backward's matrix products in f32 (binary32 on the CUDA cores, the "
+                  "default; check with --arithmetic f32) or tf32 (on the tensor cores, TF32 operands; check with "
+                  "--arithmetic tf32-tc)")
+      ->check(CLI::IsMember({"f32", "tf32"}));
   run->add_option("fixture", fixture, "fixture (.safetensors)")->required();
   run->add_option("output", output, "candidate to write (.safetensors)")->required();
   app.add_subcommand("device", "Print the CUDA device, or why there is none (exit 3)");
@@ -303,6 +310,11 @@ int main(int argc, char** argv) {
     const safetensors::file f = safetensors::read(fixture);
     const std::string model = fixture_model(f, fixture);
     const executor on = device == "cuda" ? executor::cuda : executor::twin;
+    const gpu::delta_rule_backward_operands backward_operands =
+        operands == "tf32" ? gpu::delta_rule_backward_operands::tf32 : gpu::delta_rule_backward_operands::f32;
+    if (operands != "f32" && !gradients)
+      throw input_error(fixture + ": --operands " + operands +
+                        " without --gradients; rule: it sets the backward's arithmetic");
     if (gradients && model == "kla")
       throw input_error(fixture +
                         ": --gradients: KLA's candidate holds its gradients already (run without "
@@ -310,10 +322,10 @@ int main(int argc, char** argv) {
     if (model == "kla")
       safetensors::write_atomic(output, run_kla(f, fixture, on));
     else if (model == "kdn_diagonal" || model == "kdn_isotropic")
-      safetensors::write_atomic(output, run_kdn_gain(f, fixture, on, with_memory, gradients));
+      safetensors::write_atomic(output, run_kdn_gain(f, fixture, on, with_memory, gradients, backward_operands));
     else if (model == "gla" || model == "delta_net" || model == "gated_delta_net" || model == "kda")
-      safetensors::write_atomic(output, run_delta_rule(f, fixture, on, gradients));  // o, final_state (bf16-tc)
-                                                                                     // or the gradients
+      // o, final_state (bf16-tc), or the gradients
+      safetensors::write_atomic(output, run_delta_rule(f, fixture, on, gradients, backward_operands));
     else
       throw input_error(fixture + ": model " + model +
                         " has no GPU kernel yet (kernels: kla; the gain path of kdn_diagonal and kdn_isotropic; the "

@@ -68,7 +68,8 @@ void run_delta_rule_sequences(delta_rule_problem p, const delta_rule_views& all,
 void run_delta_rule_backward_sequences(delta_rule_problem p, const delta_rule_views& all,
                                        const std::vector<long long>& starts, const std::vector<long long>& ends,
                                        bool varlen, long long B, long long T, const float* d_o,
-                                       const float* d_final_state, delta_rule_gradients& g, executor on) {
+                                       const float* d_final_state, delta_rule_gradients& g, executor on,
+                                       delta_rule_backward_operands operands) {
   const long long HV = p.heads, H = HV / p.key_head_group, K = p.key_dim, V = p.value_dim;
   const long long N = varlen ? static_cast<long long>(starts.size()) : B;
   const long long G = p.gate == delta_rule_gate::per_channel ? K : 1;
@@ -82,7 +83,7 @@ void run_delta_rule_backward_sequences(delta_rule_problem p, const delta_rule_vi
   std::vector<long long> cu_seqlens;
   delta_rule_backward_problem bp;
   bp.forward = whole_problem(p, all, starts, ends, varlen, B, T, cu_seqlens);
-  bp.d_o = d_o, bp.d_final_state = d_final_state;
+  bp.d_o = d_o, bp.d_final_state = d_final_state, bp.operands = operands;
   bp.dq = data(g.dq), bp.dk = data(g.dk), bp.dv = data(g.dv), bp.dbeta = data(g.dbeta), bp.dkappa = data(g.dkappa);
   bp.dg = data(g.dg), bp.d_initial_state = data(g.dinitial_state);
   if (on == executor::twin) {
@@ -96,7 +97,8 @@ void run_delta_rule_backward_sequences(delta_rule_problem p, const delta_rule_vi
   }
 }
 
-safetensors::file run_delta_rule(const safetensors::file& f, const std::string& source, executor on, bool gradients) {
+safetensors::file run_delta_rule(const safetensors::file& f, const std::string& source, executor on, bool gradients,
+                                 delta_rule_backward_operands operands) {
   const std::string model = fixture_model(f, source);
   // B, T, H, K from k; HV, V from v (models/fixed_gain.hpp's rules; the fixture was generated under them).
   const safetensors::tensor_entry& k = f.at("k", source);
@@ -146,7 +148,7 @@ safetensors::file run_delta_rule(const safetensors::file& f, const std::string& 
                         "generated with gradients");
     delta_rule_gradients g;
     run_delta_rule_backward_sequences(p, {q_all, k_all, v_all, beta_all, {}, g_all, prior_all}, starts, ends, varlen, B,
-                                      T, do_data, dfinal_data, g, on);
+                                      T, do_data, dfinal_data, g, on, operands);
     add_fixture_gradients(out, f, source,
                           {{"dq", &g.dq},
                            {"dk", &g.dk},

@@ -10,6 +10,7 @@
 
 #include <vector>
 
+#include "kalman_oracle/gpu/delta_rule_backward.hpp"
 #include "kalman_oracle/gpu/delta_rule_chunked.hpp"
 #include "kalman_oracle/io/safetensors.hpp"
 #include "run_kla.hpp"
@@ -37,16 +38,19 @@ struct delta_rule_gradients {
 };
 
 /// The backward of run_delta_rule_sequences' problem from the cotangents d_o [B, T, HV, V] and
-/// d_final_state [N, HV, K, V] (null: zero), in one call as the forward; `grads` sized here.
+/// d_final_state [N, HV, K, V] (null: zero), in one call as the forward, its products in `operands`'
+/// arithmetic; `grads` sized here.
 void run_delta_rule_backward_sequences(delta_rule_problem p, const delta_rule_views& all,
                                        const std::vector<long long>& starts, const std::vector<long long>& ends,
                                        bool varlen, long long B, long long T, const float* d_o,
-                                       const float* d_final_state, delta_rule_gradients& grads, executor on);
+                                       const float* d_final_state, delta_rule_gradients& grads, executor on,
+                                       delta_rule_backward_operands operands = delta_rule_backward_operands::f32);
 
 /// The candidate for fixed-gain fixture `fixture` (read from `source`); a varlen fixture runs in one
 /// call (cu_seqlens), forward and backward. With `gradients`: the backward's gradients only (input_error for a fixture
-/// without cotangents).
+/// without cotangents), the backward's products in `operands`' arithmetic.
 safetensors::file run_delta_rule(const safetensors::file& fixture, const std::string& source, executor on,
-                                 bool gradients = false);
+                                 bool gradients = false,
+                                 delta_rule_backward_operands operands = delta_rule_backward_operands::f32);
 
 }  // namespace kalman_oracle::gpu::tools

@@ -34,7 +34,8 @@ struct kdn_run {
 /// The whole KDN's gradients (run_kdn_gain.hpp): the memory's backward, the isotropic form's κ = β k
 /// undone (dβ_t = Σ_i dκ_ti k_ti, dk_t += β_t dκ_t), the gain path's backward with that gain
 /// cotangent, each shared input's two shares added (memory's first).
-safetensors::file kdn_gradients(const safetensors::file& f, const std::string& source, executor on, const kdn_run& r) {
+safetensors::file kdn_gradients(const safetensors::file& f, const std::string& source, executor on, const kdn_run& r,
+                                delta_rule_backward_operands operands) {
   const delta_rule_problem& m = r.memory;
   const long long B = r.B, T = r.T, HV = m.heads, group = m.key_head_group, H = HV / group, K = m.key_dim,
                   L = r.diagonal ? K : 1;
@@ -49,8 +50,8 @@ safetensors::file kdn_gradients(const safetensors::file& f, const std::string& s
                       ": --gradients: the fixture has no cotangents; rule: a fixture generated with gradients");
 
   delta_rule_gradients mem;
-  run_delta_rule_backward_sequences(m, r.memory_inputs, r.starts, r.ends, r.varlen, B, T, do_data, dfinal_data, mem,
-                                    on);
+  run_delta_rule_backward_sequences(m, r.memory_inputs, r.starts, r.ends, r.varlen, B, T, do_data, dfinal_data, mem, on,
+                                    operands);
   // The gain's cotangent, and the isotropic form's share of dk through κ = β k (per value head).
   std::vector<float> d_gain(B * T * HV * L), dk_from_kappa;
   if (r.diagonal) {
@@ -124,7 +125,7 @@ safetensors::file kdn_gradients(const safetensors::file& f, const std::string& s
 }  // namespace
 
 safetensors::file run_kdn_gain(const safetensors::file& f, const std::string& source, executor on, bool memory,
-                               bool gradients) {
+                               bool gradients, delta_rule_backward_operands operands) {
   if (gradients) memory = true;  // the memory's backward needs its inputs, set up as for the forward
   const bool diagonal = fixture_model(f, source) == "kdn_diagonal";
   // B, T, H, K from k; HV from v (models/kdn_common.hpp's rules; the fixture was generated under them).
@@ -240,7 +241,7 @@ safetensors::file run_kdn_gain(const safetensors::file& f, const std::string& so
     if (gradients)
       return kdn_gradients(
           f, source, on,
-          {m, all, starts, ends, varlen, B, T, diagonal, whole, isotropic_gain.empty() ? nullptr : &gain});
+          {m, all, starts, ends, varlen, B, T, diagonal, whole, isotropic_gain.empty() ? nullptr : &gain}, operands);
     std::vector<float> o, final_state;
     run_delta_rule_sequences(m, all, starts, ends, varlen, B, T, o, final_state, on);
     out.tensors.push_back(safetensors::make_f32("o", {u(B), u(T), u(HV), u(V)}, o));

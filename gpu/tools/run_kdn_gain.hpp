@@ -9,6 +9,7 @@
 // the gradients alone (`conform --gradients-only`).
 #pragma once
 
+#include "kalman_oracle/gpu/delta_rule_backward.hpp"
 #include "kalman_oracle/io/safetensors.hpp"
 #include "run_kla.hpp"
 
@@ -21,6 +22,7 @@ namespace kalman_oracle::gpu::tools {
 /// and the candidate holds o and final_state too, in the bf16-tc tier's arithmetic: check with
 /// `conform --arithmetic bf16-tc --outputs o,final_state,final_covariance,readout_variance`.
 safetensors::file run_kdn_gain(const safetensors::file& fixture, const std::string& source, executor on,
-                               bool memory = false, bool gradients = false);
+                               bool memory = false, bool gradients = false,
+                               delta_rule_backward_operands operands = delta_rule_backward_operands::f32);
 
 }  // namespace kalman_oracle::gpu::tools

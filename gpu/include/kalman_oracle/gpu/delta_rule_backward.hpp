@@ -1,15 +1,15 @@
 // The chunked delta-rule memory's backward (docs/kernels.md, "The chunked delta-rule memory (backward,
-// binary32)"): every input's gradient of the fixed-gain family's memory (GLA, DeltaNet, Gated DeltaNet, KDA,
+// binary32 or tf32)"): every input's gradient of the fixed-gain family's memory (GLA, DeltaNet, Gated DeltaNet, KDA,
 // the β-form memory of the isotropic KDN and the two-key memory of the diagonal KDN; docs/math.md §7) from
 // the cotangents of o and the final state, by the chunked WY adjoint of docs/gradients.md ("Fixed gain,
 // chunked WY form"), chunk by chunk, each chunk recomputed from its start state.
 //
-// Arithmetic: binary32 throughout, on the CUDA cores (no tensor cores, no operand rounded to bfloat16),
-// every sum in a fixed order with one fused multiply-add a term (models/delta_rule_backward.cuh): the kernel
-// (gpu/src/delta_rule_backward.cu) and its CPU twin (twin/delta_rule_backward_twin.hpp) agree bit for bit,
-// and the twin is held to the fixtures' binary32 gradient budget. Why binary32 and not the forward's bf16-tc
-// tier: no budget for a gradient computed from bfloat16 operands is derived yet (docs/kernels.md says what
-// that costs in speed). Plain C++ here.
+// Arithmetic (delta_rule_backward_operands below): by default binary32 throughout, on the CUDA cores,
+// every sum in a fixed order with one fused multiply-add a term (models/delta_rule_backward.cuh): the
+// kernel (gpu/src/delta_rule_backward.cu) and its CPU twin (twin/delta_rule_backward_twin.hpp) agree bit
+// for bit, and the twin is held to the fixtures' binary32 gradient budget. Or the matrix products on the
+// tensor cores with TF32 operands (the `tf32-tc` tier, whose gradient budgets verify where bfloat16's reach
+// the scale: docs/error-model.md, "Tensor-core tiers"). Plain C++ here.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +22,16 @@
 #include "kalman_oracle/gpu/models/delta_rule_backward.cuh"
 
 namespace kalman_oracle::gpu {
+
+/// The arithmetic of the matrix products (docs/kernels.md, "The chunked delta-rule memory (backward)"):
+///   f32  binary32 fused multiply-adds on the CUDA cores, every sum in a fixed order: kernel = twin bit
+///        for bit, judged by the fixtures' binary32 gradient budgets (`--arithmetic f32`);
+///   tf32 the products of launches 1 to 4 that docs/gradients.md's table of tensor-core adjoints lists
+///        (W, U, Ũ, S', dŨ, dS, dc, da, dσ, dW, dY, d𝒯, dX) on the tensor cores: operands rounded to TF32
+///        (nearest, ties to even), binary32 accumulation in the tensor cores' order (mma.sync m16n8k8);
+///        everything else as f32. The `tf32-tc` tier (`--arithmetic tf32-tc`); kernel and twin agree
+///        to that tier's budget, not bit for bit.
+enum class delta_rule_backward_operands { f32, tf32 };
 
 /// The forward problem (its inputs, cu_seqlens included; its outputs o and final_state are not read or
 /// written), the cotangents (binary32, contiguous; null: zero) and the gradients (binary32, contiguous;
@@ -36,6 +46,7 @@ struct delta_rule_backward_problem {
   const float *d_o = nullptr, *d_final_state = nullptr;
   float *dq = nullptr, *dk = nullptr, *dv = nullptr, *dbeta = nullptr, *dkappa = nullptr, *dg = nullptr,
         *d_initial_state = nullptr;
+  delta_rule_backward_operands operands = delta_rule_backward_operands::f32;
   /// delta_rule_backward_workspace_bytes(problem) bytes of device memory, 256-byte aligned; null: the
   /// launcher allocates it on the stream.
   void* workspace = nullptr;

@@ -96,6 +96,41 @@ KALMAN_ORACLE_HD int binade(float x) {
 #endif
 }
 
+/// x rounded to TF32 (11 significand bits, binary32's exponent range), nearest, ties to even, as a
+/// binary32 value, spelled on the bits: add 2^12 − 1 plus the kept part's last bit below the 13
+/// dropped bits and clear them (a carry into the exponent is the rounding up to the next binade, or to
+/// infinity). Non-finite x unchanged. The reference's round_operand under operand_format::tf32
+/// (scalar/operand_rounding.hpp) and the device's cvt.rn.tf32.f32 give the same bits (tested: CI on
+/// the host, every binary32 on the GPU).
+KALMAN_ORACLE_HD float tf32_rn_by_bits(float x) {
+#if defined(__CUDA_ARCH__)
+  unsigned bits = __float_as_uint(x);
+  if ((bits & 0x7f800000u) == 0x7f800000u) return x;
+  bits = (bits + 0xfffu + ((bits >> 13) & 1u)) & ~0x1fffu;
+  return __uint_as_float(bits);
+#else
+  if (!std::isfinite(x)) return x;
+  unsigned bits;
+  __builtin_memcpy(&bits, &x, sizeof bits);
+  bits = (bits + 0xfffu + ((bits >> 13) & 1u)) & ~0x1fffu;
+  float rounded;
+  __builtin_memcpy(&rounded, &bits, sizeof bits);
+  return rounded;
+#endif
+}
+
+/// x rounded to TF32 as a tensor core multiplies it when given tf32_rn(x): on the device the
+/// hardware's conversion (cvt.rn.tf32.f32, sm_90; one instruction), on the host tf32_rn_by_bits.
+KALMAN_ORACLE_HD float tf32_rn(float x) {
+#if defined(__CUDA_ARCH__)
+  unsigned bits;
+  asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(bits) : "f"(x));
+  return __uint_as_float(bits);
+#else
+  return tf32_rn_by_bits(x);
+#endif
+}
+
 namespace detail {
 
 // Binary64 operations spelled as the binary32 ones above: explicit roundings, never contracted.

@@ -4,7 +4,7 @@
 // mul_rn, add_rn: float_ops.cuh), so that kernel and twin agree bit for bit whatever thread computes
 // which element. The algebra is docs/gradients.md's chunked WY adjoint ("Fixed gain, chunked WY form");
 // the order of each sum is this file's (docs/kernels.md, "The chunked delta-rule memory (backward,
-// binary32)" lists it).
+// binary32 or tf32)" lists it).
 //
 // Notation of one chunk of n tokens, local t = 0 … n−1, L = n − 1, K keys, V values: r_t the row scale
 // (β_t; 1 for GLA and the two-key rule), e_t the erase key (k_t), w_t the write key (κ_t for the
@@ -28,6 +28,24 @@ KALMAN_ORACLE_HD float fma_sum(float acc, const float* x, int xs, const float* y
 /// acc − Σ_{u < count} x[u·xs] y[u·ys], u rising (fma of −x: the negation is exact).
 KALMAN_ORACLE_HD float fnma_sum(float acc, const float* x, int xs, const float* y, int ys, int count) {
   for (int u = 0; u < count; ++u) acc = fma_rn(-x[u * xs], y[u * ys], acc);
+  return acc;
+}
+
+/// The matrix products of the tf32 backward (delta_rule_backward_operands::tf32; docs/kernels.md, "Tensor-core
+/// products"): with `tf32`, fma_sum's terms with each operand first rounded to TF32 (tf32_rn), as the
+/// tensor cores multiply them; the kernel accumulates them in the tensor cores' order, so this is the
+/// twin's order, not the kernel's. Without, fma_sum itself.
+KALMAN_ORACLE_HD float product_sum(bool tf32, float acc, const float* x, int xs, const float* y, int ys, int count) {
+  if (!tf32) return fma_sum(acc, x, xs, y, ys, count);
+  for (int u = 0; u < count; ++u) acc = fma_rn(tf32_rn(x[u * xs]), tf32_rn(y[u * ys]), acc);
+  return acc;
+}
+
+/// fnma_sum's counterpart of product_sum.
+KALMAN_ORACLE_HD float product_fnma_sum(bool tf32, float acc, const float* x, int xs, const float* y, int ys,
+                                        int count) {
+  if (!tf32) return fnma_sum(acc, x, xs, y, ys, count);
+  for (int u = 0; u < count; ++u) acc = fma_rn(-tf32_rn(x[u * xs]), tf32_rn(y[u * ys]), acc);
   return acc;
 }
 

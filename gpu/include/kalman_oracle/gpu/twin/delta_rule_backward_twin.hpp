@@ -1,7 +1,10 @@
 // The CPU twin of the chunked delta-rule backward (gpu/src/delta_rule_backward.cu; docs/kernels.md, "The
-// chunked delta-rule memory (backward, binary32)"): the kernel's five launches in order, per (sequence,
+// chunked delta-rule memory (backward, binary32 or tf32)"): the kernel's five launches in order, per (sequence,
 // value head), each element computed by the same function of models/delta_rule_backward.cuh from the same
-// operands, so that kernel and twin agree bit for bit (the GPU test checks it). Per chunk of C =
+// operands, so that kernel and twin agree bit for bit (the GPU test checks it). With the tf32 operands
+// (delta_rule_backward_operands::tf32) the products the kernel puts on the tensor cores (product_sum)
+// take their operands rounded to TF32 and sum them in this order; the kernel's tensor cores sum them in
+// theirs, so kernel and twin then agree to the tf32-tc budget, not bit for bit. Per chunk of C =
 // delta_rule_backward_chunk_tokens tokens (notation of that header):
 //   1. operands: G_t = G_{t−1} + g_t from 0, Γ = e^G, Γ⁻ = e^{−G} (exp_within_one_ulp); A_tj / r_t and
 //      σ_tj (keyed_pair_sum); 𝒯 = (I + A)⁻¹ by forward substitution, a column at a time
@@ -71,7 +74,7 @@ struct backward_chunk_inputs {
 /// Launch 1 for one chunk: the record's operands.
 template <class In>
 void backward_chunk_operands(const delta_rule_problem& p, const delta_rule_reader<In>& in, int c0, int n,
-                             const backward_chunk_inputs<In>& x, const backward_record& rec, float* ws) {
+                             const backward_chunk_inputs<In>& x, const backward_record& rec, bool tf32, float* ws) {
   const int C = rec.C, K = rec.K, V = rec.V, L = n - 1;
   const bool erases = p.rule != delta_rule_kind::gla, decays = p.gate != delta_rule_gate::none;
   float *Tm = ws + rec.Tm(), *dot = ws + rec.dot(), *sigma = ws + rec.sigma(), *G = ws + rec.G(), *gam = ws + rec.gam(),
@@ -104,8 +107,9 @@ void backward_chunk_operands(const delta_rule_problem& p, const delta_rule_reade
     }
   }
   for (int t = 0; t < n; ++t) {
-    for (int i = 0; i < K; ++i) ws[rec.W() + t * K + i] = fma_sum(0.0f, Tm + t * C, 1, ws + rec.X() + i, K, t + 1);
-    for (int j = 0; j < V; ++j) ws[rec.U() + t * V + j] = fma_sum(0.0f, Tm + t * C, 1, &x.Y[j], V, t + 1);
+    for (int i = 0; i < K; ++i)
+      ws[rec.W() + t * K + i] = product_sum(tf32, 0.0f, Tm + t * C, 1, ws + rec.X() + i, K, t + 1);
+    for (int j = 0; j < V; ++j) ws[rec.U() + t * V + j] = product_sum(tf32, 0.0f, Tm + t * C, 1, &x.Y[j], V, t + 1);
   }
   for (int i = 0; i < K; ++i) ws[rec.gamma_last() + i] = gam[L * K + i];
 }
@@ -116,32 +120,33 @@ void backward_chunk_value_sums(const delta_rule_backward_problem& bp, long long 
                                const backward_chunk_inputs<In>& x, const backward_record& rec, float* ws) {
   const delta_rule_problem& p = bp.forward;
   const int C = rec.C, K = rec.K, V = rec.V;
-  const bool erases = p.rule != delta_rule_kind::gla;
+  const bool erases = p.rule != delta_rule_kind::gla, tf32 = bp.operands == delta_rule_backward_operands::tf32;
   const float *S = ws + rec.S(), *D = ws + rec.D(), *Ut = ws + rec.Ut(), *dUt = ws + rec.dUt(), *Tm = ws + rec.Tm();
   for (int i = 0; i < K; ++i) {
     ws[rec.R() + i] = fma_sum(0.0f, D + i * V, 1, S + i * V, 1, V);
     for (int m = 0; m < n; ++m) {
-      ws[rec.dc() + i * C + m] = fma_sum(0.0f, D + i * V, 1, Ut + m * V, 1, V);
-      ws[rec.da() + i * C + m] = fma_sum(0.0f, S + i * V, 1, &x.d_o[m * V], 1, V);
+      ws[rec.dc() + i * C + m] = product_sum(tf32, 0.0f, D + i * V, 1, Ut + m * V, 1, V);
+      ws[rec.da() + i * C + m] = product_sum(tf32, 0.0f, S + i * V, 1, &x.d_o[m * V], 1, V);
     }
   }
   std::vector<float> dW(C * K, 0.0f), dTm(C * C, 0.0f), M(C * C, 0.0f), dA(C * C, 0.0f), dY(C * V, 0.0f);
   for (int t = 0; t < n; ++t) {
-    for (int m = 0; m <= t; ++m) ws[rec.dsigma() + t * C + m] = fma_sum(0.0f, &x.d_o[t * V], 1, Ut + m * V, 1, V);
+    for (int m = 0; m <= t; ++m)
+      ws[rec.dsigma() + t * C + m] = product_sum(tf32, 0.0f, &x.d_o[t * V], 1, Ut + m * V, 1, V);
     if (erases)
-      for (int i = 0; i < K; ++i) dW[t * K + i] = -fma_sum(0.0f, dUt + t * V, 1, S + i * V, 1, V);
+      for (int i = 0; i < K; ++i) dW[t * K + i] = -product_sum(tf32, 0.0f, dUt + t * V, 1, S + i * V, 1, V);
     for (int j = 0; j < V; ++j) {
-      dY[t * V + j] = fma_sum(0.0f, Tm + t * C + t, C, dUt + t * V + j, V, n - t);
+      dY[t * V + j] = product_sum(tf32, 0.0f, Tm + t * C + t, C, dUt + t * V + j, V, n - t);
       bp.dv[((row0 + c0 + t) * p.heads + h) * V + j] = mul_rn(x.r[t], dY[t * V + j]);
     }
   }
   for (int t = 0; t < n; ++t) {
     if (erases)
       for (int m = 0; m <= t; ++m)
-        dTm[t * C + m] =
-            fma_sum(fma_sum(0.0f, dUt + t * V, 1, &x.Y[m * V], 1, V), &dW[t * K], 1, ws + rec.X() + m * K, 1, K);
+        dTm[t * C + m] = product_sum(tf32, product_sum(tf32, 0.0f, dUt + t * V, 1, &x.Y[m * V], 1, V), &dW[t * K], 1,
+                                     ws + rec.X() + m * K, 1, K);
     for (int i = 0; i < K; ++i)
-      ws[rec.dX() + t * K + i] = erases ? fma_sum(0.0f, Tm + t * C + t, C, &dW[t * K + i], K, n - t) : 0.0f;
+      ws[rec.dX() + t * K + i] = erases ? product_sum(tf32, 0.0f, Tm + t * C + t, C, &dW[t * K + i], K, n - t) : 0.0f;
   }
   if (erases)
     for (int t = 0; t < n; ++t)
@@ -162,13 +167,13 @@ void delta_rule_backward_head_twin(const delta_rule_backward_problem& bp, const 
   const delta_rule_reader<In> in = sequence_reader<In>(p, s, h);
   const long long row0 = first_row(p, s), b = s.state;  // b: the sequence's states
   const int C = rec.C, K = rec.K, V = rec.V, chunks = s.chunks;
-  const bool erases = p.rule != delta_rule_kind::gla;
+  const bool erases = p.rule != delta_rule_kind::gla, tf32 = bp.operands == delta_rule_backward_operands::tf32;
   ws.assign(static_cast<std::size_t>(chunks) * rec.size(), 0.0f);
   const auto record = [&](int c) { return ws.data() + static_cast<std::size_t>(c) * rec.size(); };
   const auto tokens_of = [&](int c) { return std::min(C, s.tokens - c * C); };
   for (int c = 0; c < chunks; ++c) {
     const backward_chunk_inputs<In> x(bp, in, row0, h, c * C, tokens_of(c));
-    backward_chunk_operands(p, in, c * C, tokens_of(c), x, rec, record(c));
+    backward_chunk_operands(p, in, c * C, tokens_of(c), x, rec, tf32, record(c));
   }
   // 2. The states.
   std::vector<float> S(K * V);
@@ -181,12 +186,12 @@ void delta_rule_backward_head_twin(const delta_rule_backward_problem& bp, const 
     for (int t = 0; t < n; ++t)
       for (int j = 0; j < V; ++j)
         r[rec.Ut() + t * V + j] =
-            erases ? add_rn(r[rec.U() + t * V + j], -fma_sum(0.0f, r + rec.W() + t * K, 1, &S[j], V, K))
+            erases ? add_rn(r[rec.U() + t * V + j], -product_sum(tf32, 0.0f, r + rec.W() + t * K, 1, &S[j], V, K))
                    : r[rec.U() + t * V + j];
     for (int i = 0; i < K; ++i)
       for (int j = 0; j < V; ++j)
         S[i * V + j] = fma_rn(r[rec.gamma_last() + i], S[i * V + j],
-                              fma_sum(0.0f, r + rec.carry() + i, K, r + rec.Ut() + j, V, n));
+                              product_sum(tf32, 0.0f, r + rec.carry() + i, K, r + rec.Ut() + j, V, n));
   }
   // 3. The cotangents, chunks in reverse.
   std::vector<float> D(K * V, 0.0f);
@@ -199,12 +204,12 @@ void delta_rule_backward_head_twin(const delta_rule_backward_problem& bp, const 
     for (int e = 0; e < K * V; ++e) r[rec.D() + e] = D[e];
     for (int m = 0; m < n; ++m)
       for (int j = 0; j < V; ++j)
-        r[rec.dUt() + m * V + j] = fma_sum(fma_sum(0.0f, r + rec.carry() + m * K, 1, &D[j], V, K),
-                                           r + rec.sigma() + m * C + m, C, &x.d_o[m * V + j], V, n - m);
+        r[rec.dUt() + m * V + j] = product_sum(tf32, product_sum(tf32, 0.0f, r + rec.carry() + m * K, 1, &D[j], V, K),
+                                               r + rec.sigma() + m * C + m, C, &x.d_o[m * V + j], V, n - m);
     for (int i = 0; i < K; ++i)
       for (int j = 0; j < V; ++j) {
-        float acc = fma_sum(0.0f, r + rec.gsq() + i, K, &x.d_o[j], V, n);
-        if (erases) acc = fnma_sum(acc, r + rec.W() + i, K, r + rec.dUt() + j, V, n);
+        float acc = product_sum(tf32, 0.0f, r + rec.gsq() + i, K, &x.d_o[j], V, n);
+        if (erases) acc = product_fnma_sum(tf32, acc, r + rec.W() + i, K, r + rec.dUt() + j, V, n);
         D[i * V + j] = fma_rn(r[rec.gamma_last() + i], D[i * V + j], acc);
       }
   }

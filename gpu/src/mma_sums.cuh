@@ -1,0 +1,111 @@
+// The register-tiled sums of tiled_sums.cuh on the tensor cores (docs/kernels.md, "Tensor-core
+// products"): the same runs of terms A.at(r, k) B.at(c, k) over shared-memory operands, the same
+// begin / end per output, but each warp computes 16 × 16 tiles of outputs by mma.sync m16n8k8 with
+// TF32 operands (each loaded value rounded by tf32_rn, nearest even) and binary32 accumulators,
+// started from begin(r, c). The tensor cores' order of accumulation is not specified, so an element is
+// not the twin's fma chain bit for bit: the twin (product_sum, models/delta_rule_backward.cuh) sums the
+// same rounded operands in index order, and kernel and twin are held to the `tf32-tc` tier's budget.
+// Terms outside a run (k beyond its count, outside the triangle of terms::from_row / through_row, rows
+// or columns past the output) enter as zero operands, never read: a poisoned or stale value there would
+// otherwise make a zero product NaN. Private to gpu/src.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kalman_oracle/gpu/float_ops.cuh"
+#include "tiled_sums.cuh"
+
+namespace kalman_oracle::gpu {
+namespace {
+
+/// d = a b + d for one 16 x 8 tile: a 16 x 8 (row), b 8 x 8 (column), TF32 operands given as their
+/// binary32 bits (already rounded), binary32 accumulation. Fragments (PTX ISA, "Matrix Fragments for
+/// mma.m16n8k8", .tf32), lane L, g = L / 4, q = L % 4: a[0] (g, q), a[1] (g + 8, q), a[2] (g, q + 4),
+/// a[3] (g + 8, q + 4); b[0] (row q, column g), b[1] (q + 4, g); d[0], d[1] (g, 2q), (g, 2q + 1),
+/// d[2], d[3] the same columns of row g + 8.
+__device__ __forceinline__ void mma_tf32_16x8x8(float (&d)[4], const std::uint32_t (&a)[4],
+                                                const std::uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/// The TF32 bits of x (tf32_rn), or of 0 where the term is not in the run.
+__device__ __forceinline__ std::uint32_t tf32_operand(bool in_run, const shared_operand& m, int row, int k) {
+  return in_run ? __float_as_uint(tf32_rn(m.at(row, k))) : 0u;
+}
+
+/// Adds one run's terms to a warp's 16 × 8·NT tile (rows r0 …, columns c0 …).
+template <int NT, terms Terms>
+__device__ __forceinline__ void mma_run(const sum_run<Terms>& s, int r0, int c0, int rows, int cols,
+                                        float (&acc)[NT][4]) {
+  const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, q = lane & 3;
+  const int first = Terms == terms::from_row ? r0 : 0,
+            last = Terms == terms::through_row ? min(s.count - 1, min(rows - 1, r0 + 15)) : s.count - 1;
+  const int ra = r0 + g, rb = ra + 8;
+  // Whether (row, k) is one of the run's terms for that output row.
+  const auto term = [&](int row, int k) {
+    return row < rows && k <= last && (Terms == terms::all || (Terms == terms::from_row ? k >= row : k <= row));
+  };
+#pragma unroll 2
+  for (int k0 = first; k0 <= last; k0 += 8) {
+    const int ka = k0 + q, kb = ka + 4;
+    const std::uint32_t a[4] = {tf32_operand(term(ra, ka), s.a, ra, ka), tf32_operand(term(rb, ka), s.a, rb, ka),
+                                tf32_operand(term(ra, kb), s.a, ra, kb), tf32_operand(term(rb, kb), s.a, rb, kb)};
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      const int c = c0 + 8 * n + g;
+      const std::uint32_t b[2] = {tf32_operand(c < cols && ka <= last, s.b, c, ka),
+                                  tf32_operand(c < cols && kb <= last, s.b, c, kb)};
+      mma_tf32_16x8x8(acc[n], a, b);
+    }
+  }
+}
+
+/// For every output (r, c), r < rows, c < cols: acc = begin(r, c), then each run's terms (operands
+/// rounded to TF32, summed on the tensor cores), then end(r, c, acc). Warp w of the block takes the
+/// tiles w, w + Threads / 32, … of 16 rows × 8·NT columns, row tiles outermost; each output is one
+/// lane's, as in tiled_sums. Threads: the block's (a multiple of 32; every thread must call it).
+template <int Threads, int NT = 2, class Begin, class End, terms... Terms>
+__device__ __forceinline__ void mma_sums(int rows, int cols, Begin&& begin, End&& end, const sum_run<Terms>&... runs) {
+  constexpr int warps = Threads / 32, width = 8 * NT;
+  const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, q = lane & 3;
+  const int RT = (rows + 15) / 16, CT = (cols + width - 1) / width;
+  for (int tile = static_cast<int>(threadIdx.x) >> 5; tile < RT * CT; tile += warps) {
+    const int r0 = (tile / CT) * 16, c0 = (tile % CT) * width;
+    float acc[NT][4];
+    // Output e of tile n of this lane: row r0 + g (+ 8 for e >= 2), column c0 + 8n + 2q (+ 1 for odd e).
+    const auto row_of = [&](int e) { return r0 + g + (e >= 2 ? 8 : 0); };
+    const auto col_of = [&](int n, int e) { return c0 + 8 * n + 2 * q + (e & 1); };
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        acc[n][e] = row_of(e) < rows && col_of(n, e) < cols ? begin(row_of(e), col_of(n, e)) : 0.0f;
+    (mma_run<NT>(runs, r0, c0, rows, cols, acc), ...);
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (row_of(e) < rows && col_of(n, e) < cols) end(row_of(e), col_of(n, e), acc[n][e]);
+  }
+}
+
+/// tiled_sums<TR, TC, Threads> (binary32, the twin's order: kernel = twin bit for bit), or with
+/// `tensor_cores` mma_sums<Threads> (TF32 operands): the backward's products take either from its
+/// problem's delta_rule_backward_operands.
+template <int TR, int TC, int Threads, class Begin, class End, terms... Terms>
+__device__ __forceinline__ void product_sums(bool tensor_cores, int rows, int cols, Begin&& begin, End&& end,
+                                             const sum_run<Terms>&... runs) {
+  if (tensor_cores)
+    mma_sums<Threads>(rows, cols, begin, end, runs...);
+  else
+    tiled_sums<TR, TC, Threads>(rows, cols, begin, end, runs...);
+}
+
+}  // namespace
+}  // namespace kalman_oracle::gpu
