@@ -304,23 +304,35 @@ __global__ void __launch_bounds__(operands_threads) operands_kernel(const launch
 }
 
 // ---- 2. states ------------------------------------------------------------------------------------
+// Row strides of launches 2 and 3's shared operands. The binary32 tiles read them along rows or broadcast
+// (any stride will do: K + 1, 16, C as before); the tensor cores' fragments read 8 rows g and 4 columns q
+// at once, which strides of K + 1 (g + q), 16 (g + 16 q) and C (g + 64 q) put in 2 to 8 lanes a bank. With
+// the tensor cores: K + 4 for the keys (4 g + q along a row, g + 4 q down a column), 24 for the 16-column
+// slices (g + 24 q: 32 banks) and C + 8 for σ (g + 8 q).
+__host__ __device__ constexpr int key_stride(bool tensor_cores, int K) { return tensor_cores ? K + 4 : padded(K); }
+__host__ __device__ constexpr int slice_stride(bool tensor_cores) { return tensor_cores ? columns + 8 : columns; }
+__host__ __device__ constexpr int pair_stride(bool tensor_cores) { return tensor_cores ? C + 8 : C; }
+
 template <class In>
 __global__ void __launch_bounds__(state_threads) states_kernel(const launch_args a) {
   extern __shared__ float shared[];
   const delta_rule_problem& p = a.bp.forward;
-  const int K = a.rec.K, V = a.rec.V, j0 = blockIdx.x * columns, KP = padded(K);
+  const int K = a.rec.K, V = a.rec.V, j0 = blockIdx.x * columns, KP = key_stride(a.tensor_cores(), K),
+            CS = slice_stride(a.tensor_cores());
+  const auto slice = [&](int x) { return (x / columns) * CS + x % columns; };  // x = row · columns + column
   const long long h = blockIdx.y;
   const delta_rule_sequence s = a.map.sequence(blockIdx.z);
   const device_reader<In> in(p, s, h);
   const bool erases = p.rule != delta_rule_kind::gla;
   const backward_record& rec = a.rec;
-  float *S = shared, *W = S + K * columns, *carry = W + C * KP, *Ut = carry + C * KP, *last = Ut + C * columns;
-  for_each<state_threads>(K * columns, [&](int x) { S[x] = in.initial(x / columns, j0 + x % columns); });
+  float *S = shared, *W = S + K * CS, *carry = W + C * KP, *Ut = carry + C * KP, *last = Ut + C * CS;
+  for_each<state_threads>(K * columns, [&](int x) { S[slice(x)] = in.initial(x / columns, j0 + x % columns); });
   for (int c = 0; c < s.chunks; ++c) {
     float* ws = a.record(h, s.first_chunk + c);
     const int n = a.tokens_of(s, c);
     __syncthreads();  // S final for this chunk; the previous chunk's operands read
-    for_each<state_threads>(K * columns, [&](int x) { ws[rec.S() + (x / columns) * V + j0 + x % columns] = S[x]; });
+    for_each<state_threads>(K * columns,
+                            [&](int x) { ws[rec.S() + (x / columns) * V + j0 + x % columns] = S[slice(x)]; });
     // The chunk's operands by cp.async, all in flight at once (rows padded: a warp's threads read
     // several rows); U into Ũ's place, which Ũ = U − W S then overwrites element by element.
     for_each<state_threads>(n * K, [&](int x) {
@@ -328,8 +340,8 @@ __global__ void __launch_bounds__(state_threads) states_kernel(const launch_args
       copy_async(W + at, ws + rec.W() + x);
       copy_async(carry + at, ws + rec.carry() + x);
     });
-    for_each<state_threads>(n * columns,
-                            [&](int x) { copy_async(Ut + x, ws + rec.U() + (x / columns) * V + j0 + x % columns); });
+    for_each<state_threads>(
+        n * columns, [&](int x) { copy_async(Ut + slice(x), ws + rec.U() + (x / columns) * V + j0 + x % columns); });
     for_each<state_threads>(K, [&](int i) { copy_async(last + i, ws + rec.gamma_last() + i); });
     stage_commit();
     stage_wait<0>();
@@ -338,17 +350,17 @@ __global__ void __launch_bounds__(state_threads) states_kernel(const launch_args
     product_sums<2, 1, state_threads>(
         a.tensor_cores(), n, columns, [](int, int) { return 0.0f; },
         [&](int t, int j, float acc) {
-          float& u = Ut[t * columns + j];
+          float& u = Ut[t * CS + j];
           if (erases) u = add_rn(u, -acc);
           ws[rec.Ut() + t * V + j0 + j] = u;
         },
-        run_of<terms::all>({W, KP, 1}, {S, 1, columns}, erases ? K : 0));
+        run_of<terms::all>({W, KP, 1}, {S, 1, CS}, erases ? K : 0));
     __syncthreads();
     // S' = Γ_L ⊙ S + Σ_m carry_m Ũ_mᵀ.
     product_sums<2, 2, state_threads>(
         a.tensor_cores(), K, columns, [](int, int) { return 0.0f; },
-        [&](int i, int j, float acc) { S[i * columns + j] = fma_rn(last[i], S[i * columns + j], acc); },
-        run_of<terms::all>({carry, 1, KP}, {Ut, 1, columns}, n));
+        [&](int i, int j, float acc) { S[i * CS + j] = fma_rn(last[i], S[i * CS + j], acc); },
+        run_of<terms::all>({carry, 1, KP}, {Ut, 1, CS}, n));
   }
 }
 
@@ -357,36 +369,40 @@ __global__ void __launch_bounds__(state_threads) cotangents_kernel(const launch_
   extern __shared__ float shared[];
   const delta_rule_backward_problem& bp = a.bp;
   const delta_rule_problem& p = bp.forward;
-  const int K = a.rec.K, V = a.rec.V, j0 = blockIdx.x * columns, KP = padded(K);
+  const int K = a.rec.K, V = a.rec.V, j0 = blockIdx.x * columns, KP = key_stride(a.tensor_cores(), K),
+            CS = slice_stride(a.tensor_cores()), SP = pair_stride(a.tensor_cores());
+  const auto slice = [&](int x) { return (x / columns) * CS + x % columns; };  // x = row · columns + column
   const long long h = blockIdx.y;
   const delta_rule_sequence s = a.map.sequence(blockIdx.z);
   const long long b = s.state, row0 = a.first_row(s);  // b: the sequence's states
   const bool erases = p.rule != delta_rule_kind::gla;
   const backward_record& rec = a.rec;
   // keys: the carry keys for dŨ, then W for dS (two C × K regions, not three: two blocks an SM).
-  float *D = shared, *keys = D + K * columns, *gsq = keys + C * KP, *sigma = gsq + C * KP, *d_o = sigma + C * C,
-        *dUt = d_o + C * columns, *last = dUt + C * columns;
+  float *D = shared, *keys = D + K * CS, *gsq = keys + C * KP, *sigma = gsq + C * KP, *d_o = sigma + C * SP,
+        *dUt = d_o + C * CS, *last = dUt + C * CS;
   for_each<state_threads>(K * columns, [&](int x) {
-    D[x] = bp.d_final_state ? bp.d_final_state[((b * p.heads + h) * K + x / columns) * V + j0 + x % columns] : 0.0f;
+    D[slice(x)] =
+        bp.d_final_state ? bp.d_final_state[((b * p.heads + h) * K + x / columns) * V + j0 + x % columns] : 0.0f;
   });
   for (int c = s.chunks - 1; c >= 0; --c) {
     float* ws = a.record(h, s.first_chunk + c);
     const int n = a.tokens_of(s, c), c0 = c * C;
     __syncthreads();  // dS' final; the previous chunk's operands read
-    for_each<state_threads>(K * columns, [&](int x) { ws[rec.D() + (x / columns) * V + j0 + x % columns] = D[x]; });
+    for_each<state_threads>(K * columns,
+                            [&](int x) { ws[rec.D() + (x / columns) * V + j0 + x % columns] = D[slice(x)]; });
     // The chunk's operands by cp.async (rows padded: a warp's threads read several rows).
     for_each<state_threads>(n * K, [&](int x) {
       const int at = (x / K) * KP + x % K;
       copy_async(keys + at, ws + rec.carry() + x);
       copy_async(gsq + at, ws + rec.gsq() + x);
     });
-    for_each<state_threads>(n * C, [&](int x) { copy_async(sigma + x, ws + rec.sigma() + x); });
+    for_each<state_threads>(n * C, [&](int x) { copy_async(sigma + (x / C) * SP + x % C, ws + rec.sigma() + x); });
     for_each<state_threads>(n * columns, [&](int x) {
       const long long at = ((row0 + c0 + x / columns) * p.heads + h) * V + j0 + x % columns;
       if (bp.d_o)
-        copy_async(d_o + x, bp.d_o + at);
+        copy_async(d_o + slice(x), bp.d_o + at);
       else
-        d_o[x] = 0.0f;
+        d_o[slice(x)] = 0.0f;
     });
     for_each<state_threads>(K, [&](int i) { copy_async(last + i, ws + rec.gamma_last() + i); });
     stage_commit();
@@ -396,11 +412,10 @@ __global__ void __launch_bounds__(state_threads) cotangents_kernel(const launch_
     product_sums<2, 1, state_threads>(
         a.tensor_cores(), n, columns, [](int, int) { return 0.0f; },
         [&](int m, int j, float acc) {
-          dUt[m * columns + j] = acc;
+          dUt[m * CS + j] = acc;
           ws[rec.dUt() + m * V + j0 + j] = acc;
         },
-        run_of<terms::all>({keys, KP, 1}, {D, 1, columns}, K),
-        run_of<terms::from_row>({sigma, 1, C}, {d_o, 1, columns}, n));
+        run_of<terms::all>({keys, KP, 1}, {D, 1, CS}, K), run_of<terms::from_row>({sigma, 1, SP}, {d_o, 1, CS}, n));
     __syncthreads();  // the carry keys read: W goes over them
     if (erases) {
       for_each<state_threads>(n * K, [&](int x) { copy_async(keys + (x / K) * KP + x % K, ws + rec.W() + x); });
@@ -411,25 +426,39 @@ __global__ void __launch_bounds__(state_threads) cotangents_kernel(const launch_
     // dS = Γ_L ⊙ dS' + Σ_t (Γ ⊙ sq)_t do_tᵀ − Σ_m W_m dŨ_mᵀ.
     product_sums<2, 2, state_threads>(
         a.tensor_cores(), K, columns, [](int, int) { return 0.0f; },
-        [&](int i, int j, float acc) { D[i * columns + j] = fma_rn(last[i], D[i * columns + j], acc); },
-        run_of<terms::all>({gsq, 1, KP}, {d_o, 1, columns}, n),
-        run_of<terms::all>({keys, 1, KP, true}, {dUt, 1, columns}, erases ? n : 0));
+        [&](int i, int j, float acc) { D[i * CS + j] = fma_rn(last[i], D[i * CS + j], acc); },
+        run_of<terms::all>({gsq, 1, KP}, {d_o, 1, CS}, n),
+        run_of<terms::all>({keys, 1, KP, true}, {dUt, 1, CS}, erases ? n : 0));
   }
   __syncthreads();
   if (bp.d_initial_state)
     for_each<state_threads>(K * columns, [&](int x) {
-      bp.d_initial_state[((b * p.heads + h) * K + x / columns) * V + j0 + x % columns] = D[x];
+      bp.d_initial_state[((b * p.heads + h) * K + x / columns) * V + j0 + x % columns] = D[slice(x)];
     });
 }
 
 // ---- 4. value sums --------------------------------------------------------------------------------
-/// Launch 4's shared memory: 𝒯 [C × (C + 1)], dσ, d𝒯, M [C × C], dc, da [K × C], dW [C × K], R [K], the
-/// row scales' partial and r [C], and the stage: S, dS' [K × 17], Ũ, dŨ, do, v, Y, dY [C × 17], later
-/// X [C × (K + 1)].
+/// Row strides of launch 4's accumulators (dσ, d𝒯 [C × C], dc, da [K × C], dW [C × K]): the width plus
+/// 8, so that the tensor cores' accumulator fragments (rows g = 0 … 7, columns 2q + e: docs/kernels.md,
+/// "Tensor-core products (tf32)") fall in two wavefronts where a stride of C or K, a multiple of 32, put
+/// their 8 rows in one bank (8-way conflicts: 72% of the tf32 launch's shared wavefronts, Nsight Compute on
+/// an H100). The binary32 tiles' rows are as conflict-free as before.
+__host__ __device__ constexpr int accumulator_stride(int width) { return width + 8; }
+/// Row stride of launch 4's stage (S, dS', Ũ, dŨ, do, v, Y, dY: 16 value columns a row): 17 for the binary32
+/// tiles (a warp walks 16 or 32 rows of one column), 20 for the tensor cores' operand fragments (rows
+/// g = 0 … 7 and columns q = 0 … 3 in 32 different banks: 20 g + q).
+__host__ __device__ constexpr int stage_stride(bool tensor_cores) { return tensor_cores ? 20 : padded(columns); }
+/// Launch 4's shared memory: 𝒯 [C × (C + 1)], dσ, d𝒯 [C × accumulator_stride(C)], M [C × C], dc, da
+/// [K × accumulator_stride(C)], dW [C × accumulator_stride(K)], R [K], the row scales' partial and r [C],
+/// and the stage: S, dS' [K × stage_stride], Ũ, dŨ, do, v, Y, dY [C × stage_stride], later X [C × (K + 1)].
 __host__ __device__ constexpr int value_sums_stage(int K) {
-  return 2 * K * padded(columns) + 6 * C * padded(columns) > C * padded(K)
-             ? 2 * K * padded(columns) + 6 * C * padded(columns)
+  return 2 * K * stage_stride(true) + 6 * C * stage_stride(true) > C * padded(K)
+             ? 2 * K * stage_stride(true) + 6 * C * stage_stride(true)
              : C * padded(K);
+}
+__host__ __device__ constexpr int value_sums_floats(int K) {
+  return C * padded(C) + 2 * C * accumulator_stride(C) + C * C + 2 * K * accumulator_stride(C) +
+         C * accumulator_stride(K) + K + 2 * C + value_sums_stage(K);
 }
 
 template <class In>
@@ -440,14 +469,15 @@ __global__ void __launch_bounds__(value_sums_threads) value_sums_kernel(const la
   const int chunk_g = blockIdx.x;  // below 2^31: gridDim.x
   const long long h = blockIdx.y;
   const chunk_origin origin = origin_of_chunk(a.map, chunk_g);  // as launch 1
-  const int K = a.rec.K, V = a.rec.V, n = origin.tokens, KP = padded(K), CP = padded(C), TP = padded(columns),
+  const int K = a.rec.K, V = a.rec.V, n = origin.tokens, KP = padded(K), CP = padded(C),
+            TP = stage_stride(a.tensor_cores()), AP = accumulator_stride(C), WP = accumulator_stride(K),
             b = origin.batch_row, t0 = origin.first_token;
   const device_reader<In> in(p, b, t0, 0, h);
   const bool erases = p.rule != delta_rule_kind::gla;
   const backward_record& rec = a.rec;
   float* ws = a.record(h, chunk_g);
-  float *Tm = shared, *dsigma = Tm + C * CP, *dTm = dsigma + C * C, *M = dTm + C * C, *dc = M + C * C, *da = dc + K * C,
-        *dW = da + K * C, *R = dW + C * K, *drY = R + K, *r = drY + C, *stage = r + C;
+  float *Tm = shared, *dsigma = Tm + C * CP, *dTm = dsigma + C * AP, *M = dTm + C * AP, *dc = M + C * C,
+        *da = dc + K * AP, *dW = da + K * AP, *R = dW + C * WP, *drY = R + K, *r = drY + C, *stage = r + C;
   float *S = stage, *D = S + K * TP, *Ut = D + K * TP, *dUt = Ut + C * TP, *d_o = dUt + C * TP, *v = d_o + C * TP,
         *Y = v + C * TP, *dY = Y + C * TP;
   for_each<value_sums_threads>(n * n, [&](int x) { Tm[(x / n) * CP + x % n] = ws[rec.Tm() + (x / n) * C + x % n]; });
@@ -456,9 +486,9 @@ __global__ void __launch_bounds__(value_sums_threads) value_sums_kernel(const la
     drY[t] = 0.0f;
   });
   for_each<value_sums_threads>(K, [&](int i) { R[i] = 0.0f; });
-  for_each<value_sums_threads>(K * n, [&](int x) { dc[(x / n) * C + x % n] = da[(x / n) * C + x % n] = 0.0f; });
-  for_each<value_sums_threads>(n * n, [&](int x) { dsigma[(x / n) * C + x % n] = dTm[(x / n) * C + x % n] = 0.0f; });
-  for_each<value_sums_threads>(n * K, [&](int x) { dW[x] = 0.0f; });
+  for_each<value_sums_threads>(K * n, [&](int x) { dc[(x / n) * AP + x % n] = da[(x / n) * AP + x % n] = 0.0f; });
+  for_each<value_sums_threads>(n * n, [&](int x) { dsigma[(x / n) * AP + x % n] = dTm[(x / n) * AP + x % n] = 0.0f; });
+  for_each<value_sums_threads>(n * K, [&](int x) { dW[(x / K) * WP + x % K] = 0.0f; });
   for (int j0 = 0; j0 < V; j0 += columns) {
     __syncthreads();  // the previous stage read
     for_each<value_sums_threads>(K * columns, [&](int x) {
@@ -478,28 +508,29 @@ __global__ void __launch_bounds__(value_sums_threads) value_sums_kernel(const la
     for_each<value_sums_threads>(K, [&](int i) { R[i] = fma_sum(R[i], D + i * TP, 1, S + i * TP, 1, columns); });
     // dc_im += Σ_j dS'_ij Ũ_mj, da_it += Σ_j S_ij do_tj (this stage's columns; register tiles: tiled_sums.cuh).
     product_sums<2, 4, value_sums_threads>(
-        a.tensor_cores(), K, n, [&](int i, int m) { return dc[i * C + m]; },
-        [&](int i, int m, float acc) { dc[i * C + m] = acc; }, run_of<terms::all>({D, TP, 1}, {Ut, TP, 1}, columns));
+        a.tensor_cores(), K, n, [&](int i, int m) { return dc[i * AP + m]; },
+        [&](int i, int m, float acc) { dc[i * AP + m] = acc; }, run_of<terms::all>({D, TP, 1}, {Ut, TP, 1}, columns));
     product_sums<2, 4, value_sums_threads>(
-        a.tensor_cores(), K, n, [&](int i, int t) { return da[i * C + t]; },
-        [&](int i, int t, float acc) { da[i * C + t] = acc; }, run_of<terms::all>({S, TP, 1}, {d_o, TP, 1}, columns));
+        a.tensor_cores(), K, n, [&](int i, int t) { return da[i * AP + t]; },
+        [&](int i, int t, float acc) { da[i * AP + t] = acc; }, run_of<terms::all>({S, TP, 1}, {d_o, TP, 1}, columns));
     // dσ_tm += Σ_j do_tj Ũ_mj, d𝒯_tm += Σ_j dŨ_tj Y_mj (m ≤ t: the tiles sum the others too, unstored).
     product_sums<2, 2, value_sums_threads>(
-        a.tensor_cores(), n, n, [&](int t, int m) { return dsigma[t * C + m]; },
+        a.tensor_cores(), n, n, [&](int t, int m) { return dsigma[t * AP + m]; },
         [&](int t, int m, float acc) {
-          if (m <= t) dsigma[t * C + m] = acc;
+          if (m <= t) dsigma[t * AP + m] = acc;
         },
         run_of<terms::all>({d_o, TP, 1}, {Ut, TP, 1}, columns));
     if (erases) {
       product_sums<2, 2, value_sums_threads>(
-          a.tensor_cores(), n, n, [&](int t, int m) { return dTm[t * C + m]; },
+          a.tensor_cores(), n, n, [&](int t, int m) { return dTm[t * AP + m]; },
           [&](int t, int m, float acc) {
-            if (m <= t) dTm[t * C + m] = acc;
+            if (m <= t) dTm[t * AP + m] = acc;
           },
           run_of<terms::all>({dUt, TP, 1}, {Y, TP, 1}, columns));
       product_sums<2, 4, value_sums_threads>(
-          a.tensor_cores(), n, K, [&](int t, int i) { return dW[t * K + i]; },
-          [&](int t, int i, float acc) { dW[t * K + i] = acc; }, run_of<terms::all>({dUt, TP, 1}, {S, TP, 1}, columns));
+          a.tensor_cores(), n, K, [&](int t, int i) { return dW[t * WP + i]; },
+          [&](int t, int i, float acc) { dW[t * WP + i] = acc; },
+          run_of<terms::all>({dUt, TP, 1}, {S, TP, 1}, columns));
     }
     // dY = 𝒯ᵀ dŨ (dY_tj = Σ_{a ≥ t} 𝒯_at dŨ_aj); dv = r dY.
     product_sums<1, 1, value_sums_threads>(
@@ -515,30 +546,30 @@ __global__ void __launch_bounds__(value_sums_threads) value_sums_kernel(const la
   __syncthreads();
   float* X = stage;
   for_each<value_sums_threads>(n * K, [&](int x) {
-    dW[x] = -dW[x];
+    dW[(x / K) * WP + x % K] = -dW[(x / K) * WP + x % K];
     X[(x / K) * KP + x % K] = ws[rec.X() + x];
   });
   for_each<value_sums_threads>(K, [&](int i) { ws[rec.R() + i] = R[i]; });
   for_each<value_sums_threads>(K * n, [&](int x) {
     const int i = x / n, m = x % n;
-    ws[rec.dc() + i * C + m] = dc[i * C + m];
-    ws[rec.da() + i * C + m] = da[i * C + m];
+    ws[rec.dc() + i * C + m] = dc[i * AP + m];
+    ws[rec.da() + i * C + m] = da[i * AP + m];
   });
   for_each<value_sums_threads>(n * n,
-                               [&](int x) { ws[rec.dsigma() + (x / n) * C + x % n] = dsigma[(x / n) * C + x % n]; });
+                               [&](int x) { ws[rec.dsigma() + (x / n) * C + x % n] = dsigma[(x / n) * AP + x % n]; });
   __syncthreads();
   // d𝒯_tm += Σ_i dW_ti X_mi (m ≤ t); dX = 𝒯ᵀ dW (dX_ti = Σ_{a ≥ t} 𝒯_at dW_ai; GLA: 0).
   if (erases)
     product_sums<2, 2, value_sums_threads>(
-        a.tensor_cores(), n, n, [&](int t, int m) { return dTm[t * C + m]; },
+        a.tensor_cores(), n, n, [&](int t, int m) { return dTm[t * AP + m]; },
         [&](int t, int m, float acc) {
-          if (m <= t) dTm[t * C + m] = acc;
+          if (m <= t) dTm[t * AP + m] = acc;
         },
-        run_of<terms::all>({dW, K, 1}, {X, KP, 1}, K));
+        run_of<terms::all>({dW, WP, 1}, {X, KP, 1}, K));
   product_sums<2, 4, value_sums_threads>(
       a.tensor_cores(), n, K, [](int, int) { return 0.0f; },
       [&](int t, int i, float acc) { ws[rec.dX() + t * K + i] = acc; },
-      run_of<terms::from_row>({Tm, 1, CP}, {dW, 1, K}, erases ? n : 0));
+      run_of<terms::from_row>({Tm, 1, CP}, {dW, 1, WP}, erases ? n : 0));
   __syncthreads();
   // M = 𝒯ᵀ d𝒯 (M_tb = Σ_{a ≥ t} 𝒯_at d𝒯_ab, b < t).
   if (erases)
@@ -547,9 +578,11 @@ __global__ void __launch_bounds__(value_sums_threads) value_sums_kernel(const la
         [&](int t, int bb, float acc) {
           if (bb < t) M[t * C + bb] = acc;
         },
-        run_of<terms::from_row>({Tm, 1, CP}, {dTm, 1, C}, n));
+        run_of<terms::from_row>({Tm, 1, CP}, {dTm, 1, AP}, n));
   __syncthreads();
-  float* dA = dTm;  // d𝒯 is read by nothing after M
+  // dA over d𝒯, which nothing reads after M, rows C + 1 apart: the row sums below walk a column of
+  // it, a row a thread.
+  float* dA = dTm;
   // dA_tj = −Σ_{b ≤ j} M_tb 𝒯_jb (j < t).
   interleaved_sums<4, value_sums_threads>(
       n * n, 1, [](int) { return 0.0f; },
@@ -558,12 +591,14 @@ __global__ void __launch_bounds__(value_sums_threads) value_sums_kernel(const la
                                        : no_terms();
       },
       [&](int x, float acc) {
-        if (x % n < x / n) dA[(x / n) * C + x % n] = erases ? -acc : 0.0f;
+        if (x % n < x / n) dA[(x / n) * CP + x % n] = erases ? -acc : 0.0f;
       });
   __syncthreads();
-  for_each<value_sums_threads>(n, [&](int t) {
-    ws[rec.dr() + t] = fma_sum(drY[t], dA + t * C, 1, ws + rec.dot() + t * C, 1, t);
-    for (int j = 0; j < n; ++j) ws[rec.dAr() + t * C + j] = j < t ? mul_rn(dA[t * C + j], r[t]) : 0.0f;
+  for_each<value_sums_threads>(
+      n, [&](int t) { ws[rec.dr() + t] = fma_sum(drY[t], dA + t * CP, 1, ws + rec.dot() + t * C, 1, t); });
+  for_each<value_sums_threads>(n * n, [&](int x) {  // coalesced: consecutive threads, consecutive j
+    const int t = x / n, j = x % n;
+    ws[rec.dAr() + t * C + j] = j < t ? mul_rn(dA[t * CP + j], r[t]) : 0.0f;
   });
 }
 
@@ -739,9 +774,10 @@ void launch(const delta_rule_backward_problem& bp, float* workspace, const bool 
                  H = HV / static_cast<unsigned>(p.key_head_group);
   constexpr std::size_t f = sizeof(float);
   const std::size_t operands = f * (operands_region(K, V) + 2 * C * C + C),
-                    states = f * (K * columns + 2 * C * padded(K) + C * columns + K),
-                    cotangents = f * (K * columns + 2 * C * padded(K) + C * C + 2 * C * columns + K),
-                    value_sums = f * (C * padded(C) + 3 * C * C + 3 * K * C + K + 2 * C + value_sums_stage(K)),
+                    states = f * (K * slice_stride(true) + 2 * C * key_stride(true, K) + C * slice_stride(true) + K),
+                    cotangents = f * (K * slice_stride(true) + 2 * C * key_stride(true, K) + C * pair_stride(true) +
+                                      2 * C * slice_stride(true) + K),
+                    value_sums = f * value_sums_floats(K),
                     channels = f * (2 * C * K + 2 * C * C + 3 * C + 10 * C * columns + 2 * columns * padded(C) +
                                     columns + prefix_channels * C * padded(C) + 6 * prefix_channels * padded(C));
   allow_shared(operands_kernel<In>, operands, "cudaFuncSetAttribute(operands_kernel)");
