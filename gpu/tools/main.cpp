@@ -267,6 +267,12 @@ int main(int argc, char** argv) {
   validate->add_option("--threads", validate_options.threads,
                        "threads for the binary64 reference and bounds (0: all cores)");
   validate->add_flag("--json", validate_options.json, "one JSON object per shape and output");
+  std::string validate_backward_operands = "f32";
+  validate
+      ->add_option("--backward-operands", validate_backward_operands,
+                   "the fixed-gain family: the backward's products in f32 (binary32, the default; the sequential "
+                   "adjoint's budget) or tf32 (on the tensor cores; the tf32-tc tier's budget of the chunked adjoint)")
+      ->check(CLI::IsMember({"f32", "tf32"}));
   std::string validate_device = "cuda";
   validate->add_option("--device", validate_device, "cuda (the kernel) or twin (its CPU twin: small shapes)")
       ->check(CLI::IsMember({"twin", "cuda"}));
@@ -295,7 +301,15 @@ int main(int argc, char** argv) {
     delta.json = validate_options.json;
     delta.threads = validate_options.threads;
     delta.twin = validate_options.twin;
+    if (validate_backward_operands == "tf32") delta.backward_operands = gpu::delta_rule_backward_operands::tf32;
     return run_validate_delta_rule(shape_texts, delta);
+  }
+  if (app.got_subcommand("validate") && validate_backward_operands != "f32") {
+    std::fprintf(stderr,
+                 "kalman-oracle-gpu validate: --backward-operands %s with --model %s; rule: the fixed-gain family "
+                 "only (gla, delta_net, gated_delta_net, kda)\n",
+                 validate_backward_operands.c_str(), validate_model.c_str());
+    return 2;
   }
   if (app.got_subcommand("validate") && validate_model != "kla") {
     kdn_validate.form = validate_model == "kdn_diagonal" ? gpu::kdn_form::diagonal : gpu::kdn_form::isotropic;

@@ -211,8 +211,8 @@ int validate_delta_rule(const delta_rule_validate_options& o) {
     // 5. The backward: every input's gradient against the binary64 adjoint (validate_delta_rule_backward.hpp).
     std::snprintf(label, sizeof label, "%s backward %s B=%d T=%d%s H=%d K=%d V=%d (%zu heads)", o.model.c_str(),
                   o.twin ? "twin" : "kernel", n.B, n.T, sequences, n.H, n.K, n.V, heads.size());
-    if (check_memory_backward_against_reference(p, o.twin, o.seed, heads, head_problem, threads, o.json, label,
-                                                shape) != 0)
+    if (check_memory_backward_against_reference(p, o.twin, o.seed, heads, head_problem, threads, o.json, label, shape,
+                                                o.backward_operands) != 0)
       status = 1;
   }
   return status;

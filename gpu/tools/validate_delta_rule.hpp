@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kalman_oracle/gpu/delta_rule_backward.hpp"
 #include "kalman_oracle/gpu/delta_rule_chunked.hpp"
 #include "kalman_oracle/gpu/delta_rule_sequences.hpp"
 #include "kalman_oracle/models/fixed_gain.hpp"
@@ -37,6 +38,9 @@ struct delta_rule_validate_options {
   bool json = false;
   unsigned threads = 0;  ///< for the binary64 reference and budgets; 0: all cores
   bool twin = false;     ///< the kernel's CPU twin instead of the kernel (small shapes, CI)
+  /// The backward's products: f32 (binary32, the sequential adjoint's budget) or tf32 (the tensor cores,
+  /// the tf32-tc tier's budget of the chunked adjoint).
+  delta_rule_backward_operands backward_operands = delta_rule_backward_operands::f32;
 };
 
 /// Runs every shape; prints one line (or JSON object) per shape and output; returns 0 when every

@@ -21,6 +21,9 @@
 #include "kalman_oracle/gpu/delta_rule_backward.hpp"
 #include "kalman_oracle/gpu/twin/delta_rule_backward_twin.hpp"
 #include "kalman_oracle/grad/fixed_gain.hpp"
+#include "kalman_oracle/grad/fixed_gain_chunked.hpp"
+#include "kalman_oracle/models/wy_chunk_error_bound.hpp"
+#include "kalman_oracle/scalar/operand_rounding.hpp"
 #include "kalman_oracle/scalar/running_error.hpp"
 #include "validate_report.hpp"
 
@@ -45,7 +48,9 @@ std::size_t concurrent_adjoints(const delta_rule_problem& p, unsigned threads) {
 int check_memory_backward_against_reference(const delta_rule_problem& forward, bool twin, unsigned seed,
                                             const std::vector<long long>& heads,
                                             const memory_head_problem& head_problem, unsigned threads, bool json,
-                                            const std::string& label, const nlohmann::json& shape) {
+                                            const std::string& label, const nlohmann::json& shape,
+                                            delta_rule_backward_operands operands) {
+  const bool tf32 = operands == delta_rule_backward_operands::tf32;
   const long long B = forward.batch, T = forward.tokens, H = forward.heads, K = forward.key_dim, V = forward.value_dim;
   const std::vector<delta_rule_sequence> sequences = validate_sequences(forward);
   const long long N = static_cast<long long>(sequences.size());
@@ -68,7 +73,7 @@ int check_memory_backward_against_reference(const delta_rule_problem& forward, b
       dkappa(B * T * H * K, NAN), dg(B * T * H * G, NAN), d_initial(N * H * K * V, NAN);
   delta_rule_backward_problem bp;
   bp.forward = forward;
-  bp.d_o = d_o.data(), bp.d_final_state = d_final.data();
+  bp.d_o = d_o.data(), bp.d_final_state = d_final.data(), bp.operands = operands;
   bp.dq = dq.data(), bp.dk = dk.data(), bp.dv = dv.data(), bp.d_initial_state = d_initial.data();
   if (beta_form) bp.dbeta = dbeta.data();
   if (two_key) bp.dkappa = dkappa.data();
@@ -109,7 +114,26 @@ int check_memory_backward_against_reference(const delta_rule_problem& forward, b
         cotangents<bounded> cot;
         cot.set(std::move(co));
         cot.set(std::move(cf));
-        per_task[j].emplace(fixed_gain_backward(check::lift_to_running_error(head_problem(s, h)), cot));
+        if (tf32) {
+          // The tier's budget: the chunked adjoint with every product's operands rounded to TF32, the
+          // forward's chunk-start states' errors carried entry by entry and, in a second run, norm-wise
+          // (with the structured bounds inside each chunk: models/wy_chunk_error_bound.hpp), per element
+          // the smaller bound, as the fixtures' tensor-core tiers take it (docs/error-model.md,
+          // "Tensor-core tiers"). The two runs' values are the same binary64 computation.
+          const tensor_core_scope scope(operand_format::tf32);
+          const fixed_gain_inputs<bounded> in = check::lift_to_running_error(head_problem(s, h));
+          gradients<bounded> entrywise = fixed_gain_chunked_backward(in, cot, delta_rule_backward_chunk_tokens);
+          const normwise_chunk_bound_scope normwise;
+          const gradients<bounded> carried = fixed_gain_chunked_backward(in, cot, delta_rule_backward_chunk_tokens);
+          for (tensor<bounded>& g : entrywise.items()) {
+            const tensor<bounded>& other = carried.at(g.name());
+            for (std::size_t e = 0; e < g.size(); ++e)
+              g.data()[e] = bounded(g.data()[e].value(), std::min(g.data()[e].error(), other.data()[e].error()));
+          }
+          per_task[j].emplace(std::move(entrywise));
+        } else {
+          per_task[j].emplace(fixed_gain_backward(check::lift_to_running_error(head_problem(s, h)), cot));
+        }
       });
 
   // The kernel's [B, T, H, inner] (or [B, H, inner]) gradient at each task against its [1, T, 1, inner].
@@ -158,8 +182,10 @@ int check_memory_backward_against_reference(const delta_rule_problem& forward, b
   for (const comparison& c : results) {
     if (!c.pass()) status = 1;
     print_comparison(c, json, label, fields, "",
-                     "estimate: 2u x the first-order running error of the binary64 sequential adjoint "
-                     "(the fixtures' gradient budget) + the binary64 run's own");
+                     tf32 ? "estimate: tf32-tc tier, 2 (u E_acc + 2^-11 E_op) of the binary64 chunked adjoint (chunks "
+                            "of 64, every matrix-product operand rounded to TF32) + the binary64 run's own"
+                          : "estimate: 2u x the first-order running error of the binary64 sequential adjoint "
+                            "(the fixtures' gradient budget) + the binary64 run's own");
   }
   return status;
 }

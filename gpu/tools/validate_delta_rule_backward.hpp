@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kalman_oracle/gpu/delta_rule_backward.hpp"
 #include "kalman_oracle/gpu/delta_rule_chunked.hpp"
 #include "kalman_oracle/models/fixed_gain.hpp"
 #include "validate_delta_rule.hpp"
@@ -26,10 +27,14 @@ namespace kalman_oracle::gpu::tools {
 /// Every element of dq, dk, dv, dβ or dκ, dg and d_initial_state is compared against
 /// 2 (2⁻²⁴ + 2⁻⁵³) × that bound: the fixtures' budget plus the binary64 run's own (an estimate, labelled
 /// so); one line (or JSON object, `shape` its fields) per gradient, headed by `label`. Returns 0 when
-/// every element is within budget.
+/// every element is within budget. With `operands` tf32 the backward's products run on the tensor cores
+/// (delta_rule_backward_operands::tf32), and the reference is the chunked adjoint (grad/fixed_gain_chunked.hpp,
+/// chunks of 64) in a tensor_core_scope of TF32 over running_error<double>: the `tf32-tc` tier's gradient
+/// budget, 2 (u E_acc + 2⁻¹¹ E_op), of the form the kernel computes (one carry, entry by entry: an estimate).
 int check_memory_backward_against_reference(const delta_rule_problem& forward, bool twin, unsigned seed,
                                             const std::vector<long long>& heads,
                                             const memory_head_problem& head_problem, unsigned threads, bool json,
-                                            const std::string& label, const nlohmann::json& shape);
+                                            const std::string& label, const nlohmann::json& shape,
+                                            delta_rule_backward_operands operands = delta_rule_backward_operands::f32);
 
 }  // namespace kalman_oracle::gpu::tools
