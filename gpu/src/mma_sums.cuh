@@ -15,24 +15,11 @@
 #include <cstdint>
 
 #include "kalman_oracle/gpu/float_ops.cuh"
+#include "kalman_oracle/gpu/warp_mma.cuh"
 #include "tiled_sums.cuh"
 
 namespace kalman_oracle::gpu {
 namespace {
-
-/// d = a b + d for one 16 x 8 tile: a 16 x 8 (row), b 8 x 8 (column), TF32 operands given as their
-/// binary32 bits (already rounded), binary32 accumulation. Fragments (PTX ISA, "Matrix Fragments for
-/// mma.m16n8k8", .tf32), lane L, g = L / 4, q = L % 4: a[0] (g, q), a[1] (g + 8, q), a[2] (g, q + 4),
-/// a[3] (g + 8, q + 4); b[0] (row q, column g), b[1] (q + 4, g); d[0], d[1] (g, 2q), (g, 2q + 1),
-/// d[2], d[3] the same columns of row g + 8.
-__device__ __forceinline__ void mma_tf32_16x8x8(float (&d)[4], const std::uint32_t (&a)[4],
-                                                const std::uint32_t (&b)[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
 
 /// The TF32 bits of x (tf32_rn), or of 0 where the term is not in the run.
 __device__ __forceinline__ std::uint32_t tf32_operand(bool in_run, const shared_operand& m, int row, int k) {
@@ -61,7 +48,7 @@ __device__ __forceinline__ void mma_run(const sum_run<Terms>& s, int r0, int c0,
       const int c = c0 + 8 * n + g;
       const std::uint32_t b[2] = {tf32_operand(c < cols && ka <= last, s.b, c, ka),
                                   tf32_operand(c < cols && kb <= last, s.b, c, kb)};
-      mma_tf32_16x8x8(acc[n], a, b);
+      warp_mma::mma_tf32_16x8x8(acc[n], a, b);
     }
   }
 }

@@ -31,6 +31,14 @@ inline bool has_gate(const backward_case& c) { return std::string(c.rule) != "de
 inline bool gate_per_head(const backward_case& c) { return std::string(c.rule) == "gated_delta_net"; }
 inline bool two_key(const backward_case& c) { return std::string(c.rule) == "two_key"; }
 
+/// The case in words, for a failing check's message.
+inline std::string describe(const backward_case& c) {
+  return std::string(c.rule) + " B=" + std::to_string(c.B) + " T=" + std::to_string(c.T) + " H=" + std::to_string(c.H) +
+         " group=" + std::to_string(c.group) + " K=" + std::to_string(c.K) + " V=" + std::to_string(c.V) +
+         (c.initial ? " initial" : "") + " cotangents=" + std::to_string(c.cotangents) + (c.strong ? " strong" : "") +
+         (c.bf16 ? " bf16" : "");
+}
+
 /// The problem's values, float32 (bfloat16-representable when c.bf16): q, k [B, T, H, K]; v [B, T, HV, V];
 /// β [B, T, HV]; κ [B, T, HV, K]; g [B, T, HV] or [B, T, HV, K]; S_0 [B, HV, K, V]; the cotangents.
 struct drawn {

@@ -26,24 +26,27 @@ using namespace kalman_oracle;
 using namespace kalman_oracle::gpu;
 using namespace kalman_oracle::gpu::testing;
 
-TEST_CASE("gpu: the chunked delta-rule backward kernels equal their twin bit for bit, run after run") {
-  if (skip_without_device()) return;
-  unsigned seed = 5000;
-  // The twin test's problems, and production-sized heads (K = V = 128 over several chunks).
+namespace {
+
+/// The twin test's problems, and production-sized heads (K = V = 128 over several chunks).
+std::vector<backward_case> gpu_backward_cases() {
   std::vector<backward_case> cases = backward_cases;
   cases.insert(cases.end(), {{"kda", 1, 193, 2, 1, 128, 128, true, 3, false, true},
                              {"gated_delta_net", 2, 127, 2, 2, 128, 64, true, 3, false, false},
                              {"two_key", 1, 257, 1, 1, 128, 128, true, 1, false, false},
                              {"delta_net", 1, 65, 1, 1, 64, 48, false, 3, false, false}});
+  return cases;
+}
+
+}  // namespace
+
+TEST_CASE("gpu: the chunked delta-rule backward kernels equal their twin bit for bit, run after run") {
+  if (skip_without_device()) return;
+  unsigned seed = 5000;
+  const std::vector<backward_case> cases = gpu_backward_cases();
   int compared = 0;
   for (const backward_case& c : cases) {
-    CAPTURE(c.rule);
-    CAPTURE(c.B);
-    CAPTURE(c.T);
-    CAPTURE(c.H);
-    CAPTURE(c.group);
-    CAPTURE(c.K);
-    CAPTURE(c.V);
+    INFO(describe(c));
     const drawn x = draw(c, seed++);
     const float tau = static_cast<float>(std::pow(static_cast<double>(c.K), -0.5));
     backward_run twin(c, x, tau);
@@ -69,20 +72,10 @@ TEST_CASE("gpu: the chunked delta-rule backward kernels equal their twin bit for
 TEST_CASE("gpu: the tf32 backward kernels are within the tf32-tc budget of the reference, run after run") {
   if (skip_without_device()) return;
   unsigned seed = 7000;
-  std::vector<backward_case> cases = backward_cases;
-  cases.insert(cases.end(), {{"kda", 1, 193, 2, 1, 128, 128, true, 3, false, true},
-                             {"gated_delta_net", 2, 127, 2, 2, 128, 64, true, 3, false, false},
-                             {"two_key", 1, 257, 1, 1, 128, 128, true, 1, false, false},
-                             {"delta_net", 1, 65, 1, 1, 64, 48, false, 3, false, false}});
+  const std::vector<backward_case> cases = gpu_backward_cases();
   double overall = 0;
   for (const backward_case& c : cases) {
-    CAPTURE(c.rule);
-    CAPTURE(c.B);
-    CAPTURE(c.T);
-    CAPTURE(c.H);
-    CAPTURE(c.group);
-    CAPTURE(c.K);
-    CAPTURE(c.V);
+    INFO(describe(c));
     const drawn x = draw(c, seed++);
     const float tau = static_cast<float>(std::pow(static_cast<double>(c.K), -0.5));
     backward_run first(c, x, tau), again(c, x, tau);

@@ -54,15 +54,7 @@ TEST_SUITE("twin") {
     unsigned seed = 31;
     double overall = 0;
     for (const backward_case& c : backward_cases) {
-      CAPTURE(c.rule);
-      CAPTURE(c.B);
-      CAPTURE(c.T);
-      CAPTURE(c.H);
-      CAPTURE(c.group);
-      CAPTURE(c.K);
-      CAPTURE(c.V);
-      CAPTURE(c.strong);
-      CAPTURE(c.bf16);
+      INFO(describe(c));
       const drawn x = draw(c, seed++);
       const float tau = static_cast<float>(std::pow(static_cast<double>(c.K), -0.5));
       backward_run r(c, x, tau);
@@ -112,11 +104,7 @@ TEST_SUITE("twin") {
     unsigned seed = 31;
     double overall = 0, beyond_binary32 = 0;
     for (const backward_case& c : backward_cases) {
-      CAPTURE(c.rule);
-      CAPTURE(c.B);
-      CAPTURE(c.T);
-      CAPTURE(c.K);
-      CAPTURE(c.V);
+      INFO(describe(c));
       const drawn x = draw(c, seed++);
       const float tau = static_cast<float>(std::pow(static_cast<double>(c.K), -0.5));
       backward_run r(c, x, tau);

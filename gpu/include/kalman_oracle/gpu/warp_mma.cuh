@@ -1,6 +1,7 @@
 // Warp-level tensor-core primitives for kernels that keep a matrix in registers across products
 // (docs/kernels.md, "Chunked delta-rule memory", the state launch): the m16n8k16 bfloat16 product with
-// binary32 accumulation (mma.sync, sm_80 and later) and the shared-memory loads of its operand
+// binary32 accumulation (mma.sync, sm_80 and later; and the m16n8k8 TF32 one of the tf32 backward's
+// mma_sums) and the shared-memory loads of its operand
 // fragments (ldmatrix). WMMA hides its fragments' layouts; these name them, so that an accumulator
 // fragment can be rounded in registers and fed back as the next product's operand (as
 // FlashAttention-2 feeds its scores), without a trip through shared memory.
@@ -27,6 +28,20 @@ __device__ __forceinline__ void mma_bf16_16x8x16(float (&d)[4], const std::uint3
                                                  const std::uint32_t (&b)[2]) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/// d = a b + d for one 16 x 8 tile: a 16 x 8 (row), b 8 x 8 (column), TF32 operands given as their
+/// binary32 bits (already rounded), binary32 accumulation. Fragments (PTX ISA, "Matrix Fragments for
+/// mma.m16n8k8", .tf32), lane L, g = L / 4, q = L % 4: a[0] (g, q), a[1] (g + 8, q), a[2] (g, q + 4),
+/// a[3] (g + 8, q + 4); b[0] (row q, column g), b[1] (q + 4, g); d[0], d[1] (g, 2q), (g, 2q + 1),
+/// d[2], d[3] the same columns of row g + 8.
+__device__ __forceinline__ void mma_tf32_16x8x8(float (&d)[4], const std::uint32_t (&a)[4],
+                                                const std::uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
