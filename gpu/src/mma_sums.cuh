@@ -5,9 +5,11 @@
 // started from begin(r, c). The tensor cores' order of accumulation is not specified, so an element is
 // not the twin's fma chain bit for bit: the twin (product_sum, models/delta_rule_backward.cuh) sums the
 // same rounded operands in index order, and kernel and twin are held to the `tf32-tc` tier's budget.
-// Terms outside a run (k beyond its count, outside the triangle of terms::from_row / through_row, rows
-// or columns past the output) enter as zero operands, never read: a poisoned or stale value there would
-// otherwise make a zero product NaN. Private to gpu/src.
+// Operands past a run's last term or past the output's rows and columns enter as zeros and are never
+// read (a poisoned or stale value there would make a zero product NaN). Inside a tile a row's terms
+// outside the triangle of terms::from_row / through_row are zeros in A, while B's value at that k is
+// read for the tile's other rows: a non-finite B there makes that zero product NaN where the twin skips
+// the term (non-finite operands are outside the tier anyway). Private to gpu/src.
 #pragma once
 
 #include <cuda_runtime.h>
