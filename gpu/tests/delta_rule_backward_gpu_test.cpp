@@ -38,6 +38,17 @@ std::vector<backward_case> gpu_backward_cases() {
   return cases;
 }
 
+/// Every gradient of `got` equals `want`'s bit for bit (the absent ones poisoned alike).
+void check_same_gradients(const backward_run& got, const backward_run& want) {
+  CHECK(first_difference("dq", got.dq, want.dq) == "");
+  CHECK(first_difference("dk", got.dk, want.dk) == "");
+  CHECK(first_difference("dv", got.dv, want.dv) == "");
+  CHECK(first_difference("dbeta", got.dbeta, want.dbeta) == "");
+  CHECK(first_difference("dkappa", got.dkappa, want.dkappa) == "");
+  CHECK(first_difference("dg", got.dg, want.dg) == "");
+  CHECK(first_difference("d_initial_state", got.d_initial, want.d_initial) == "");
+}
+
 }  // namespace
 
 TEST_CASE("gpu: the chunked delta-rule backward kernels equal their twin bit for bit, run after run") {
@@ -55,13 +66,7 @@ TEST_CASE("gpu: the chunked delta-rule backward kernels equal their twin bit for
       CAPTURE(run);
       backward_run kernel(c, x, tau);
       delta_rule_backward_host(kernel.problem);
-      CHECK(first_difference("dq", kernel.dq, twin.dq) == "");
-      CHECK(first_difference("dk", kernel.dk, twin.dk) == "");
-      CHECK(first_difference("dv", kernel.dv, twin.dv) == "");
-      CHECK(first_difference("dbeta", kernel.dbeta, twin.dbeta) == "");
-      CHECK(first_difference("dkappa", kernel.dkappa, twin.dkappa) == "");
-      CHECK(first_difference("dg", kernel.dg, twin.dg) == "");
-      CHECK(first_difference("d_initial_state", kernel.d_initial, twin.d_initial) == "");
+      check_same_gradients(kernel, twin);
       ++compared;
     }
   }
@@ -82,13 +87,7 @@ TEST_CASE("gpu: the tf32 backward kernels are within the tf32-tc budget of the r
     first.problem.operands = again.problem.operands = delta_rule_backward_operands::tf32;
     delta_rule_backward_host(first.problem);
     delta_rule_backward_host(again.problem);
-    CHECK(first_difference("dq", again.dq, first.dq) == "");
-    CHECK(first_difference("dk", again.dk, first.dk) == "");
-    CHECK(first_difference("dv", again.dv, first.dv) == "");
-    CHECK(first_difference("dbeta", again.dbeta, first.dbeta) == "");
-    CHECK(first_difference("dkappa", again.dkappa, first.dkappa) == "");
-    CHECK(first_difference("dg", again.dg, first.dg) == "");
-    CHECK(first_difference("d_initial_state", again.d_initial, first.d_initial) == "");
+    check_same_gradients(again, first);
     if (c.T == 0) {
       CHECK(first.d_initial == x.d_final);
       continue;

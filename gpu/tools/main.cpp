@@ -220,10 +220,11 @@ int main(int argc, char** argv) {
                 "KDN fixtures: also the memory (o, final_state) by the chunked delta-rule kernel on tensor cores "
                 "(check with --arithmetic bf16-tc)");
   bool gradients = false;
-  run->add_flag("--gradients", gradients,
-                "fixed-gain and KDN fixtures: the backward (binary32; the KDNs': the memory's, then the gain "
-                "path's) from the fixture's cotangents; the candidate holds the gradients only (check with "
-                "--gradients-only)");
+  run->add_flag(
+      "--gradients", gradients,
+      "fixed-gain and KDN fixtures: the backward (binary32, or see --operands; the KDNs': the memory's, "
+      "then the gain path's) from the fixture's cotangents; the candidate holds the gradients only (check with "
+      "--gradients-only)");
   std::string operands = "f32";
   run->add_option("--operands", operands,
                   "with --gradients: the memory backward's matrix products in f32 (binary32 on the CUDA cores, the "

@@ -3,9 +3,10 @@
 // candidate holding o and final_state. The kernel computes in the bf16-tc tier's arithmetic (bfloat16
 // operands, binary32 accumulation) and no gradients: check with
 // `conform --arithmetic bf16-tc --outputs o,final_state` (docs/kernels.md, "Chunked delta-rule memory").
-// With `gradients`, the chunked backward instead (binary32, delta_rule_backward.hpp) from the fixture's
-// cotangents: a candidate holding every gradient and nothing else, checked with
-// `conform --gradients-only` under the fixture's binary32 gradient budgets.
+// With `gradients`, the chunked backward instead (delta_rule_backward.hpp; binary32, or with `operands`
+// tf32 its products on the tensor cores) from the fixture's cotangents: a candidate holding every
+// gradient and nothing else, checked with `conform --gradients-only` under the fixture's binary32
+// gradient budgets (tf32: `--arithmetic tf32-tc`).
 #pragma once
 
 #include <vector>

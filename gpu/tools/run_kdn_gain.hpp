@@ -4,7 +4,7 @@
 // where the fixture stores them: check with `conform --outputs final_covariance,readout_variance`.
 // With --with-memory the chunked delta-rule kernel adds the memory (o, final_state) on tensor cores.
 // With --gradients, the whole KDN's backward instead: the memory's (the chunked delta-rule backward,
-// binary32) from the fixture's cotangents of o and the final state, then the gain path's with the
+// binary32, or with `operands` tf32 its products on the tensor cores) from the fixture's cotangents of o and the final state, then the gain path's with the
 // gain's cotangent that the memory's gives, the other cotangents from the fixture; the candidate holds
 // the gradients alone (`conform --gradients-only`).
 #pragma once

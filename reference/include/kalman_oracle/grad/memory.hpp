@@ -116,17 +116,18 @@ struct memory_error_bound<running_error<B>> {
       }
       before_norm[j] = sqrt(entries), growth_norm[j] = sqrt(growth), local_norm[j] = sqrt(locals);
     }
-    // The carried error's bound where a propagation starts, and what has entered since the last step.
-    const auto start_value = [&](std::size_t j) {
-      B start = before_norm[j];
-      if (!first && column_norm[j] + growth_norm[j] < start) start = column_norm[j] + growth_norm[j];
-      return upward(start);
+    // The bound of column j's error carried into the step: ‖err(before)_j‖₂, or N_j plus the growth
+    // since the last step where that is smaller (where a propagation starts, rounded upward).
+    const auto carried_in = [&](std::size_t j) {
+      B carried = before_norm[j];
+      if (!first && column_norm[j] + growth_norm[j] < carried) carried = column_norm[j] + growth_norm[j];
+      return carried;
     };
     const auto advance = [&](std::optional<check::two_key_propagation<double>>& propagation, bool start,
                              std::size_t length, check::local_propagators locals) {
       if (!propagation && start) {
         propagation.emplace(K, V, length, direction, locals);
-        for (std::size_t j = 0; j < V; ++j) propagation->inject(j, start_value(j));
+        for (std::size_t j = 0; j < V; ++j) propagation->inject(j, upward(carried_in(j)));
       } else if (propagation) {
         for (std::size_t j = 0; j < V; ++j) {
           propagation->inject(j, upward(growth_norm[j]));
@@ -150,9 +151,7 @@ struct memory_error_bound<running_error<B>> {
       if (segments) segments->step(alpha, erase, write, local_upward);
     }
     for (std::size_t j = 0; j < V; ++j) {
-      B carried = before_norm[j];
-      if (!first && column_norm[j] + growth_norm[j] < carried) carried = column_norm[j] + growth_norm[j];
-      carried *= norm;
+      B carried = carried_in(j) * norm;
       // The binary64 propagators' error: relative, and absolute up to ι times the weights that the
       // per-step norms give the same errors (see propagation_inflation).
       const B per_step = carried;
