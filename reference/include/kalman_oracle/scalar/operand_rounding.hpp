@@ -3,7 +3,8 @@
 // binary32. The chunked forms (models/fixed_gain_chunked.hpp) pass every matrix-product operand
 // through round_operand(x), which is the identity unless a tensor_core_scope is open on this thread:
 //   * over float, the operand is rounded to nearest-even in the scope's format (an emulation of a
-//     tensor-core kernel: its fp32 accumulation is the float arithmetic around it);
+//     tensor-core kernel: its fp32 accumulation is the float arithmetic around it), or stochastically
+//     where a stochastic_operand_scope is open too (the tiers' typical ensembles);
 //   * over running_error<B>, the operand's own rounding, at most u_op |x|, is added to its first-order
 //     error bound (in units of u = 2^-24: u_op / u |x|).
 // Every other scalar type (rationals, MPFR, intervals) ignores the scope.
@@ -16,6 +17,8 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+
+#include "kalman_oracle/scalar/splitmix64.hpp"
 
 namespace kalman_oracle {
 
@@ -52,6 +55,8 @@ inline double operand_unit_roundoff(operand_format f) { return std::ldexp(1.0, -
 
 namespace detail::operands {
 inline thread_local operand_format current = operand_format::none;
+/// 0: operands round to nearest-even; otherwise splitmix64_mix(seed) of stochastic_operand_scope.
+inline thread_local std::uint64_t stochastic_seed = 0;
 }  // namespace detail::operands
 
 /// Opens tensor-core operand rounding on this thread for its lifetime (restores the previous format).
@@ -81,6 +86,40 @@ inline float round_to_precision(float x, int p) {
   return std::bit_cast<float>(up ? base + (1u << drop) : base);
 }
 
+/// x rounded stochastically to p significand bits (binary32's exponent range): to its neighbour away
+/// from zero with probability (dropped bits) / 2^(24 − p), toward zero otherwise, so the rounding is
+/// unbiased and below one unit in the last kept place. The draw is splitmix64_mix of x's significand
+/// bits and `mixed_seed`: as with round-to-nearest, the same value rounds the same way throughout a run,
+/// and so do −x and 2^e x (the rounding commutes with the sign and with powers of two); a run's bits do
+/// not depend on the thread count.
+inline float round_to_precision_stochastically(float x, int p, std::uint64_t mixed_seed) {
+  if (!std::isfinite(x) || x == 0 || p >= 24) return x;
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(x);
+  const int drop = 24 - p;
+  const std::uint32_t mask = (1u << drop) - 1;
+  const std::uint32_t low = bits & mask, base = bits & ~mask;
+  // A uniform draw in [0, 2^drop): below `low` with probability low / 2^drop.
+  const auto draw = static_cast<std::uint32_t>(splitmix64_mix((bits & 0x007fffffu) ^ mixed_seed) >> (64 - drop));
+  return std::bit_cast<float>(draw < low ? base + (1u << drop) : base);
+}
+
+/// Opens stochastic operand rounding on this thread for its lifetime (restores the previous seed):
+/// inside a tensor_core_scope, round_operand over float rounds stochastically with this seed instead
+/// of to nearest. The tensor-core tiers' typical ensembles use it for members whose operand roundings
+/// are independent of the round-to-nearest members' (docs/error-model.md, "Tensor-core tiers").
+class stochastic_operand_scope {
+ public:
+  explicit stochastic_operand_scope(std::uint64_t seed) : previous_(detail::operands::stochastic_seed) {
+    detail::operands::stochastic_seed = splitmix64_mix(seed);
+  }
+  ~stochastic_operand_scope() { detail::operands::stochastic_seed = previous_; }
+  stochastic_operand_scope(const stochastic_operand_scope&) = delete;
+  stochastic_operand_scope& operator=(const stochastic_operand_scope&) = delete;
+
+ private:
+  std::uint64_t previous_;
+};
+
 /// Whether T's products round their operands now: a tensor_core_scope is open and T is float or a
 /// running_error (the types that model it).
 template <class T>
@@ -102,7 +141,10 @@ const T& round_operand(const T& x) {
 
 inline float round_operand(float x) {
   const operand_format f = detail::operands::current;
-  return f == operand_format::none ? x : round_to_precision(x, operand_precision(f));
+  if (f == operand_format::none) return x;
+  const std::uint64_t seed = detail::operands::stochastic_seed;
+  return seed == 0 ? round_to_precision(x, operand_precision(f))
+                   : round_to_precision_stochastically(x, operand_precision(f), seed);
 }
 
 }  // namespace kalman_oracle

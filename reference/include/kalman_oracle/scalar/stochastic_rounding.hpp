@@ -30,6 +30,7 @@
 #include <type_traits>
 
 #include "kalman_oracle/scalar/dual.hpp"
+#include "kalman_oracle/scalar/splitmix64.hpp"
 #include "kalman_oracle/scalar/traits.hpp"
 
 namespace kalman_oracle {
@@ -39,13 +40,8 @@ namespace detail::stochastic {
 /// mix(seed) of this thread's stochastic rounding (stochastic_rounding_scope sets it).
 inline thread_local std::uint64_t mixed_seed = 0;
 
-/// splitmix64's finaliser: a well-mixed 64-bit function of its argument.
-constexpr std::uint64_t mix(std::uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+/// splitmix64's finaliser (splitmix64.hpp): a well-mixed 64-bit function of its argument.
+constexpr std::uint64_t mix(std::uint64_t z) { return splitmix64_mix(z); }
 
 /// r rounded stochastically to binary32; `key` identifies the operation and its operands. f, the
 /// nearest binary32 number, and its neighbour on r's side enclose r; the neighbour is taken with
