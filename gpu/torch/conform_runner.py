@@ -16,11 +16,23 @@ from kalman_oracle import safetensors_file  # noqa: E402
 
 
 def arguments(runner):
-    """(fixture, output, gradients) from sys.argv, or exit with the runner's usage."""
-    args = [a for a in sys.argv[1:] if a != "--gradients"]
-    if len(args) != 2:
-        raise SystemExit(f"usage: {runner} [--gradients] FIXTURE OUTPUT")
-    return args[0], args[1], "--gradients" in sys.argv[1:]
+    """(fixture, output, gradients, backward_operands) from sys.argv, or exit with the runner's usage.
+    --backward-operands f32|tf32 (with --gradients; f32 by default): the delta-rule memory's backward in
+    binary32, or its matrix products on the tensor cores with TF32 operands (check with
+    --arithmetic tf32-tc)."""
+    usage = f"usage: {runner} [--gradients [--backward-operands f32|tf32]] FIXTURE OUTPUT"
+    args, operands = list(sys.argv[1:]), "f32"
+    if "--backward-operands" in args:
+        i = args.index("--backward-operands")
+        if i + 1 >= len(args) or args[i + 1] not in ("f32", "tf32"):
+            raise SystemExit(f"--backward-operands: rule: f32 or tf32\n{usage}")
+        operands = args[i + 1]
+        del args[i:i + 2]
+    gradients = "--gradients" in args
+    args = [a for a in args if a != "--gradients"]
+    if len(args) != 2 or (operands != "f32" and not gradients):
+        raise SystemExit(usage)
+    return args[0], args[1], gradients, operands
 
 
 class Fixture:

@@ -10,7 +10,8 @@ its own initial state, as `kalman-oracle-gpu run` runs them. With --gradients (c
 `conform --gradients-only`): the inputs as float32 leaves (the kernels widen 16-bit inputs exactly, so
 the values are the same), autograd from the fixture's cotangents of o and the final state, and the
 gradients the fixture certifies written instead (float32), as `kalman-oracle-gpu run --gradients`
-(conform_runner.py).
+(conform_runner.py); with --backward-operands tf32 the backward's matrix products on the tensor cores
+(check with `--arithmetic tf32-tc`), as `run --gradients --operands tf32`.
 """
 import os
 import sys
@@ -24,7 +25,7 @@ from kalman_oracle_torch import delta_rule  # noqa: E402
 MODELS = ("gla", "delta_net", "gated_delta_net", "kda")
 
 
-def main(fixture_path, output_path, gradients):
+def main(fixture_path, output_path, gradients, backward_operands):
     f = Fixture(fixture_path, MODELS, gradients)
     x = f.x
     k = x["k"]
@@ -38,7 +39,7 @@ def main(fixture_path, output_path, gradients):
     # A varlen fixture's sequences in one call (cu_seqlens), each from its own initial state.
     o, final_state = delta_rule(f.fx.model, tokens(x["q"]), tokens(k), tokens(x["v"]), tokens(x.get("g")),
                                 tokens(x.get("beta")), initial_state=x.get("initial_state"), output_final_state=True,
-                                cu_seqlens=f.cu_seqlens)
+                                cu_seqlens=f.cu_seqlens, backward_operands=backward_operands)
     f.write(output_path, {"o": o, "final_state": final_state})
 
 

@@ -1,6 +1,8 @@
 // The chunked delta-rule memory as a PyTorch operation (docs/kernels.md, "PyTorch"): the fixed-gain
 // family (GLA, DeltaNet, GDN, KDA) and the KDNs' two-key memory in fla's layouts, on CUDA tensors, on
-// the current stream, forward (tensor cores) and backward (binary32, delta_rule_backward.hpp). Built by kalman_oracle_torch.py with
+// the current stream, forward (tensor cores) and backward (binary32, or with backward_operands "tf32" the
+// memory's matrix products on the tensor cores with TF32 operands: delta_rule_backward.hpp). Built by
+// kalman_oracle_torch.py with
 // torch.utils.cpp_extension from this file and gpu/src; registered there as the custom op
 // kalman_oracle::delta_rule with autograd.
 //
@@ -139,14 +141,19 @@ const float* cotangent(const std::optional<at::Tensor>& d, at::IntArrayRef shape
 }
 
 /// dq, dk, dv, dg, dbeta, dkappa, dinitial_state (float32, full shapes; an input's own absent: an
-/// undefined tensor) from the cotangents of o and the final state (either None: zero), binary32 on the
-/// CUDA cores.
+/// undefined tensor) from the cotangents of o and the final state (either None: zero); `operands` "f32"
+/// (binary32 on the CUDA cores; check with --arithmetic f32) or "tf32" (the memory's matrix products on
+/// the tensor cores, TF32 operands; check with --arithmetic tf32-tc).
 std::vector<at::Tensor> backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                  const std::optional<at::Tensor>& g, const std::optional<at::Tensor>& beta,
                                  const std::optional<at::Tensor>& kappa, const std::optional<at::Tensor>& initial_state,
                                  double scale, const std::string& model, const std::optional<at::Tensor>& cu_seqlens,
-                                 const std::optional<at::Tensor>& d_o, const std::optional<at::Tensor>& d_final_state) {
+                                 const std::optional<at::Tensor>& d_o, const std::optional<at::Tensor>& d_final_state,
+                                 const std::string& operands) {
+  TORCH_CHECK(operands == "f32" || operands == "tf32", "backward_operands: '", operands,
+              "'; rule: f32 (binary32) or tf32 (TF32 operands on the tensor cores)");
   gpu::delta_rule_backward_problem bp;
+  bp.operands = operands == "tf32" ? gpu::delta_rule_backward_operands::tf32 : gpu::delta_rule_backward_operands::f32;
   std::vector<long long> offsets;
   bp.forward = problem_of(q, k, v, g, beta, kappa, initial_state, scale, model, cu_seqlens, offsets);
   const c10::cuda::CUDAGuard guard(k.device());
@@ -193,6 +200,6 @@ std::vector<at::Tensor> backward(const at::Tensor& q, const at::Tensor& k, const
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("forward", &forward, "The chunked delta-rule memory's forward: o, final_state (float32)");
   m.def("backward", &backward,
-        "The chunked delta-rule memory's backward (binary32): dq, dk, dv, dg, dbeta, dkappa, dinitial_state "
-        "(float32)");
+        "The chunked delta-rule memory's backward (operands f32: binary32; tf32: the memory's products on the "
+        "tensor cores): dq, dk, dv, dg, dbeta, dkappa, dinitial_state (float32)");
 }

@@ -10,7 +10,7 @@ sees it as one opaque call.
 
     from kalman_oracle_torch import chunk_delta_rule, chunk_gated_delta_rule, chunk_kda, chunk_gla
     o, final_state = chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
-                               cu_seqlens=None)
+                               cu_seqlens=None, backward_operands="f32")
 
 the chunked delta-rule memory's forward, with fla's names and layouts (q, k [B, T, H, K]; v [B, T, HV, V];
 g log gates [B, T, HV] for GDN, [B, T, HV, K] for KDA and GLA; beta [B, T, HV]; initial_state
@@ -20,7 +20,10 @@ empty and one-token sequences allowed, read on the host: a CUDA cu_seqlens is co
 for the stream), differentiable in every tensor input
 (`torch.ops.kalman_oracle.delta_rule`); o and the final state float32 (final_state None unless asked
 for, as fla). The forward computes in the bf16-tc tier (bfloat16 matrix-product operands, binary32
-accumulation), the backward in binary32 on the CUDA cores.
+accumulation); the backward in binary32 on the CUDA cores (backward_operands "f32": check its gradients
+with --arithmetic f32), or with backward_operands "tf32" the memory's matrix products on the tensor cores
+with TF32 operands (27% faster for DeltaNet, 20% for the gated rules on an H100: docs/kernels.md; check
+with --arithmetic tf32-tc).
 
     from kalman_oracle_torch import kdn_gain
     predicted, gain, readout_variance, final_covariance = kdn_gain("diagonal", k, q, g, omega, r, mu=None,
@@ -207,14 +210,14 @@ def kdn_gain(form, k, q, g, omega, r, mu=None, initial_covariance=None, scale=No
 
 @torch.library.custom_op("kalman_oracle::delta_rule", mutates_args=())
 def _delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Optional[Tensor], beta: Optional[Tensor], kappa: Optional[Tensor],
-                initial_state: Optional[Tensor], scale: float, model: str,
-                cu_seqlens: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+                initial_state: Optional[Tensor], scale: float, model: str, cu_seqlens: Optional[Tensor],
+                backward_operands: str) -> Tuple[Tensor, Tensor]:
     o, final_state = delta_rule_extension().forward(q, k, v, g, beta, kappa, initial_state, scale, model, cu_seqlens)
     return o, final_state
 
 
 @_delta_rule.register_fake
-def _(q, k, v, g, beta, kappa, initial_state, scale, model, cu_seqlens):
+def _(q, k, v, g, beta, kappa, initial_state, scale, model, cu_seqlens, backward_operands):
     B, T, _, K = k.shape
     HV, V = v.shape[2], v.shape[3]
     N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
@@ -223,46 +226,52 @@ def _(q, k, v, g, beta, kappa, initial_state, scale, model, cu_seqlens):
 
 
 def _delta_rule_setup_context(ctx, inputs, output):
-    q, k, v, g, beta, kappa, initial_state, scale, model, cu_seqlens = inputs
-    ctx.scale, ctx.model = scale, model
+    q, k, v, g, beta, kappa, initial_state, scale, model, cu_seqlens, backward_operands = inputs
+    ctx.scale, ctx.model, ctx.backward_operands = scale, model, backward_operands
     ctx.save_for_backward(q, k, v, g, beta, kappa, initial_state, cu_seqlens)
 
 
 def _delta_rule_backward(ctx, d_o, d_final_state):
     q, k, v, g, beta, kappa, initial_state, cu_seqlens = ctx.saved_tensors
     dq, dk, dv, dg, dbeta, dkappa, dinitial = delta_rule_extension().backward(
-        q, k, v, g, beta, kappa, initial_state, ctx.scale, ctx.model, cu_seqlens, d_o, d_final_state)
+        q, k, v, g, beta, kappa, initial_state, ctx.scale, ctx.model, cu_seqlens, d_o, d_final_state,
+        ctx.backward_operands)
     to_input = _sum_to_input
     return (to_input(dq, q), to_input(dk, k), to_input(dv, v), to_input(dg, g), to_input(dbeta, beta),
-            to_input(dkappa, kappa), to_input(dinitial, initial_state), None, None, None)
+            to_input(dkappa, kappa), to_input(dinitial, initial_state), None, None, None, None)
 
 
 _delta_rule.register_autograd(_delta_rule_backward, setup_context=_delta_rule_setup_context)
 
 
 def delta_rule(model, q, k, v, g=None, beta=None, scale=None, initial_state=None, output_final_state=False,
-               kappa=None, cu_seqlens=None):
+               kappa=None, cu_seqlens=None, backward_operands="f32"):
     """o and the final state (None unless output_final_state) of a fixed-gain model (gla, delta_net,
     gated_delta_net, kda) or of the two-key memory (two_key: the gain kappa [B, T, HV, K] given, g per
     channel) by the chunked delta-rule kernels, one sequence a batch row or (cu_seqlens, B = 1) the
     sequences packed in one row, each from its initial_state[n] to its final_state[n]; differentiable in
-    every tensor input but cu_seqlens (the backward in binary32: docs/kernels.md)."""
+    every tensor input but cu_seqlens (the backward in binary32, or with backward_operands "tf32" its
+    matrix products on the tensor cores with TF32 operands: docs/kernels.md)."""
+    if backward_operands not in ("f32", "tf32"):
+        raise ValueError(f"backward_operands: '{backward_operands}'; rule: f32 (binary32) or tf32 (TF32 operands "
+                         "on the tensor cores)")
     if scale is None:
         scale = k.shape[-1] ** -0.5
     o, final_state = torch.ops.kalman_oracle.delta_rule(q, k, v, g, beta, kappa, initial_state, float(scale), model,
-                                                        cu_seqlens)
+                                                        cu_seqlens, backward_operands)
     return o, (final_state if output_final_state else None)
 
 
 def kdn(form, q, k, v, g, omega, r, mu=None, initial_covariance=None, initial_state=None, scale=None,
-        cu_seqlens=None):
+        cu_seqlens=None, backward_operands="f32"):
     """o, final_state, readout_variance, final_covariance of a whole KDN (form "diagonal" or "isotropic";
     docs/math.md §4, §5, §7): the gain op, then the memory S_t = (I − κ_t k_tᵀ) D_t S_{t−1} + κ_t v_tᵀ by
     the two-key op, κ_t the diagonal gain or κ_t = fl(β_t k_t) (as the reference's parallel form and
     `kalman-oracle-gpu run` compute them), differentiable in every tensor input. Inputs as kdn_gain's,
     and v [B, T, HV, V], initial_state [N, HV, K, V] or None (zero); cu_seqlens (B = 1) packs N sequences
     in one row, each op called once. The memory reads one dtype and κ is
-    float32, so q, k, v, g and the initial state go to it widened to float32 (exactly)."""
+    float32, so q, k, v, g and the initial state go to it widened to float32 (exactly). backward_operands:
+    the memory's backward (delta_rule's); the gain path's backward is binary32 either way."""
     B, T, H, K = k.shape
     HV = v.shape[2]
     if scale is None:
@@ -278,30 +287,35 @@ def kdn(form, q, k, v, g, omega, r, mu=None, initial_covariance=None, initial_st
     g32 = g.float().expand(B, T, HV, K)
     o, final_state = delta_rule("two_key", q.float(), k32, v.float(), g32, None, scale,
                                 None if initial_state is None else initial_state.float(), True, kappa=kappa,
-                                cu_seqlens=cu_seqlens)
+                                cu_seqlens=cu_seqlens, backward_operands=backward_operands)
     return o, final_state, readout_variance, final_covariance
 
 
-def chunk_delta_rule(q, k, v, beta, scale=None, initial_state=None, output_final_state=False, cu_seqlens=None):
+def chunk_delta_rule(q, k, v, beta, scale=None, initial_state=None, output_final_state=False, cu_seqlens=None,
+                     backward_operands="f32"):
     """DeltaNet (fla's chunk_delta_rule's arguments and layouts)."""
     return delta_rule("delta_net", q, k, v, None, beta, scale, initial_state, output_final_state,
-                      cu_seqlens=cu_seqlens)
+                      cu_seqlens=cu_seqlens, backward_operands=backward_operands)
 
 
 def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
-                           cu_seqlens=None):
+                           cu_seqlens=None, backward_operands="f32"):
     """Gated DeltaNet, g [B, T, HV] log gates (fla's chunk_gated_delta_rule)."""
     return delta_rule("gated_delta_net", q, k, v, g, beta, scale, initial_state, output_final_state,
-                      cu_seqlens=cu_seqlens)
+                      cu_seqlens=cu_seqlens, backward_operands=backward_operands)
 
 
-def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, cu_seqlens=None):
+def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, cu_seqlens=None,
+              backward_operands="f32"):
     """KDA, g [B, T, HV, K] log gates (fla's chunk_kda, without its in-kernel gate activation)."""
-    return delta_rule("kda", q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens=cu_seqlens)
+    return delta_rule("kda", q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens=cu_seqlens,
+                      backward_operands=backward_operands)
 
 
-def chunk_gla(q, k, v, g, *, scale=None, initial_state=None, output_final_state=False, cu_seqlens=None):
+def chunk_gla(q, k, v, g, *, scale=None, initial_state=None, output_final_state=False, cu_seqlens=None,
+              backward_operands="f32"):
     """GLA, g [B, T, HV, K] log gates (fla's chunk_gla). The arguments after g are keyword-only: fla's
     fifth positional argument is g_cumsum, which this op does not take, so a positional call ported
     from fla is refused instead of reading g_cumsum as the scale."""
-    return delta_rule("gla", q, k, v, g, None, scale, initial_state, output_final_state, cu_seqlens=cu_seqlens)
+    return delta_rule("gla", q, k, v, g, None, scale, initial_state, output_final_state, cu_seqlens=cu_seqlens,
+                      backward_operands=backward_operands)

@@ -9,7 +9,8 @@ readout_variance and final_covariance (float32): a partial candidate. A varlen f
 (cu_seqlens) run in one call of each op, each from its own priors, as `kalman-oracle-gpu run` runs them.
 With --gradients (check with `conform --gradients-only`): the inputs as float32 leaves, autograd from the fixture's
 cotangents, and the gradients the fixture certifies written instead, as `kalman-oracle-gpu run
---gradients` (conform_runner.py).
+--gradients` (conform_runner.py); with --backward-operands tf32 the memory's backward on the tensor cores
+with TF32 operands (check with `--arithmetic tf32-tc`), as `run --gradients --operands tf32`.
 """
 import os
 import sys
@@ -23,7 +24,7 @@ from kalman_oracle_torch import kdn  # noqa: E402
 FORMS = {"kdn_diagonal": "diagonal", "kdn_isotropic": "isotropic"}
 
 
-def main(fixture_path, output_path, gradients):
+def main(fixture_path, output_path, gradients, backward_operands):
     f = Fixture(fixture_path, FORMS, gradients)
     x = f.x
     B, T, H, K = x["k"].shape
@@ -37,7 +38,7 @@ def main(fixture_path, output_path, gradients):
     o, final_state, readout_variance, final_covariance = kdn(
         FORMS[f.fx.model], tokens("q", H, K), tokens("k", H, K), tokens("v", HV, V), tokens("g", HV, K),
         tokens("omega", *L), tokens("r", HV), x.get("mu"), x.get("initial_covariance"), x.get("initial_state"),
-        cu_seqlens=f.cu_seqlens)
+        cu_seqlens=f.cu_seqlens, backward_operands=backward_operands)
     f.write(output_path, {"o": o, "final_state": final_state, "readout_variance": readout_variance,
                           "final_covariance": final_covariance})
 

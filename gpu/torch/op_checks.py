@@ -19,11 +19,12 @@ def same(a, b):
 
 
 def expect_refused(what, call):
-    """That call() raises RuntimeError with `what` in its message (the input and the rule it breaks).
+    """That call() raises RuntimeError (the ops' checks) or ValueError (the Python wrappers' argument
+    checks) with `what` in its message (the input and the rule it breaks).
     A crash instead (a segmentation fault formatting the message) ends the process: run_gpu.sh counts
     that as a failure too."""
     try:
         call()
         expect(False, f"bad input ({what}) refused")
-    except RuntimeError as e:
+    except (RuntimeError, ValueError) as e:
         expect(what in str(e), f"bad input ({what}) refused: {str(e).splitlines()[0][:100]}")

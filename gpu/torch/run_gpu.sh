@@ -4,10 +4,11 @@
 # builds the extensions (first use), runs test_kla_op.py, test_kdn_gain_op.py and
 # test_delta_rule_op.py, then for each
 # suite: conform with each op as the command (KLA; the fixed-gain family under bf16-tc, and its
-# autograd backward under --gradients-only; the whole KDN, gain op and two-key memory op, the same
-# way), and a bit-for-bit comparison of the ops' candidates with kalman-oracle-gpu's (the same
-# kernels called from C++; for the KDN the forward only: autograd sums the isotropic form's shares of
-# dk and dβ in its own order). Exit status 1 on any failure.
+# autograd backward under --gradients-only, binary32 and with backward_operands "tf32" under tf32-tc;
+# the whole KDN, gain op and two-key memory op, the same way), and a bit-for-bit comparison of the
+# ops' candidates with kalman-oracle-gpu's (the same kernels called from C++, the fixed-gain
+# gradients in both arithmetics; for the KDN the forward only: autograd sums the isotropic form's
+# shares of dk and dβ in its own order). Exit status 1 on any failure.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 tool=$1 gpu_tool=$2
@@ -60,6 +61,16 @@ for suite in "$@"; do
   echo "== conform $suite (the whole KDN's autograd: the backward, binary32)"
   "$tool" conform --jobs "$jobs" --strict --gradients-only --models kdn_diagonal,kdn_isotropic --suite "$suite" -- \
     "$python" "$here/kdn_conform_runner.py" --gradients {fixture} {output} 2>/dev/null || status=1
+  # backward_operands "tf32": the memory's matrix products on the tensor cores. Not --strict: the
+  # kernel's SUSPECT and UNVERIFIED fixtures are the expectation files' (gpu/tests/backward_tf32_*.expect,
+  # held by gpu.backward_tf32.*); here no FAIL, and the fixed-gain gradients the kernel's bits (below).
+  echo "== conform $suite (the PyTorch ops' autograd, backward_operands tf32: tf32-tc)"
+  "$tool" conform --jobs "$jobs" --gradients-only --arithmetic tf32-tc --models $fixed_gain --suite "$suite" -- \
+    "$python" "$here/delta_rule_conform_runner.py" --gradients --backward-operands tf32 {fixture} {output} 2>/dev/null ||
+    status=1
+  "$tool" conform --jobs "$jobs" --gradients-only --arithmetic tf32-tc --models kdn_diagonal,kdn_isotropic \
+    --suite "$suite" -- "$python" "$here/kdn_conform_runner.py" --gradients --backward-operands tf32 {fixture} \
+    {output} 2>/dev/null || status=1
   echo "== the ops' candidates against kalman-oracle-gpu's, bit for bit"
   work=$(mktemp -d)
   for fixture in "$suite"/*.safetensors; do
@@ -83,6 +94,9 @@ for suite in "$@"; do
       "$python" "$here/$runner" --gradients "$fixture" "$work/torch_grad_$name"
       "$gpu_tool" run --device cuda --gradients "$fixture" "$work/cuda_grad_$name"
       same_bits "$work/torch_grad_$name" "$work/cuda_grad_$name" || status=1
+      "$python" "$here/$runner" --gradients --backward-operands tf32 "$fixture" "$work/torch_tf32_$name"
+      "$gpu_tool" run --device cuda --gradients --operands tf32 "$fixture" "$work/cuda_tf32_$name"
+      same_bits "$work/torch_tf32_$name" "$work/cuda_tf32_$name" || status=1
     fi
   done
   rm -rf "$work"

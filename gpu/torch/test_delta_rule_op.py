@@ -12,7 +12,10 @@
 6. a variable-length batch (fla's cu_seqlens, int32 on the GPU and int64 on the host) in one call gives
    the bits of its sequences run one at a time, each from its own initial state, forward and backward
    (every input's gradient), for every model, empty and one-token sequences among them;
-7. bad input is refused with a message naming the input and the rule (dtype, device, sizes, offsets).
+7. backward_operands "tf32" (the backward's matrix products on the tensor cores) gives finite gradients
+   that differ from binary32's (the rounding is there), the same bits twice (their values are the conform
+   runs' business: run_gpu.sh, under tf32-tc);
+8. bad input is refused with a message naming the input and the rule (dtype, device, sizes, offsets).
 Exit status 1 on any failure.
 """
 import itertools
@@ -97,6 +100,24 @@ for name, model, call in (
     o_w, s_w = call()
     o_r, s_r = run(model, x)
     expect(same(o_w, o_r) and same(s_w, s_r), f"{name} is delta_rule('{model}', ...)")
+
+# The tf32 backward: every model's gradients beside binary32's, the same cotangents.
+for model in MODELS:
+    reads = READS[model]
+    grads = {}
+    for operands in ("f32", "tf32", "tf32"):
+        leaves = {n: t.clone().requires_grad_() if n in reads else t for n, t in x.items()}
+        o, s = run(model, leaves, backward_operands=operands)
+        cot = torch.Generator().manual_seed(11)
+        d_o = (torch.rand(o.shape, generator=cot) * 2 - 1).cuda()
+        d_s = (torch.rand(s.shape, generator=cot) * 2 - 1).cuda()
+        grads.setdefault(operands, []).append(
+            torch.autograd.grad([o, s], [leaves[n] for n in reads], [d_o, d_s]))
+    f32, (tf32, again) = grads["f32"][0], grads["tf32"]
+    expect(all(bool(torch.isfinite(g).all()) for g in tf32), f"{model} tf32 backward: every gradient finite")
+    expect(all(same(a, b) for a, b in zip(tf32, again)), f"{model} tf32 backward: deterministic")
+    expect(any(not same(a, b) for a, b in zip(tf32, f32)), f"{model} tf32 backward: differs from binary32's")
+expect_refused("backward_operands: 'bf16'", lambda: run("kda", x, backward_operands="bf16"))
 
 # fla's production head size K = V = 128, for which the kernels are compiled apart (index divisions as
 # shifts): the law of 1. holds there too, and every output is finite. (Their values are the conform
