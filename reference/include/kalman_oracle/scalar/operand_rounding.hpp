@@ -106,7 +106,8 @@ inline float round_to_precision_stochastically(float x, int p, std::uint64_t mix
 /// Opens stochastic operand rounding on this thread for its lifetime (restores the previous seed):
 /// inside a tensor_core_scope, round_operand over float rounds stochastically with this seed instead
 /// of to nearest. The tensor-core tiers' typical ensembles use it for members whose operand roundings
-/// are independent of the round-to-nearest members' (docs/error-model.md, "Tensor-core tiers").
+/// are independent of the round-to-nearest members' (docs/error-model.md, "Typical tier", "Independent
+/// operand roundings for the gradients").
 class stochastic_operand_scope {
  public:
   explicit stochastic_operand_scope(std::uint64_t seed) : previous_(detail::operands::stochastic_seed) {
