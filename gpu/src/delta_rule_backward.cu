@@ -9,7 +9,8 @@
 //                 through shared memory): R, dc, da, dσ, dW, dY (dv), d𝒯, dX, dA;
 //   5. channels   (a block of 1024 a (batch row, key head, chunk), 16 channels at a time, the group's
 //                 value heads in order): channel_token per (token, channel), the decay ratios' prefixes
-//                 (four channels at a time) for the gates; dq, dk, dκ, dg, dβ.
+//                 for the gates (a gate a channel: four channels at a time; one gate a head: the head's,
+//                 once, from σ and A / r: head_pairs); dq, dk, dκ, dg, dβ.
 // Every element is computed by one thread with the arithmetic of models/delta_rule_backward.cuh that the
 // twin runs, from the same binary32 operands (staged in shared memory here, read from its vectors
 // there): the matrix-like sums by register tiles (tiled_sums.cuh: a thread sums a small tile of
@@ -613,7 +614,8 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
   const chunk_origin origin = origin_of_chunk(a.map, chunk_g);  // as launch 1
   const int K = a.rec.K, n = origin.tokens, group = p.key_head_group, H = p.heads / group, b = origin.batch_row,
             t0 = origin.first_token;
-  const bool erases = p.rule != delta_rule_kind::gla, decays = p.gate != delta_rule_gate::none;
+  const bool erases = p.rule != delta_rule_kind::gla, channel_gated = p.gate == delta_rule_gate::per_channel,
+             head_gated = p.gate == delta_rule_gate::per_head, decays = channel_gated || head_gated;
   const backward_record& rec = a.rec;
   // The decay prefixes' pair terms read their channel's values along the tokens j, which in the slice's
   // token-major rows (`columns` floats apart) share two banks: each group of channels is first copied
@@ -626,7 +628,10 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
         *gam = sq + C * columns, *gin = gam + C * columns, *G = gin + C * columns, *dX = G + C * columns,
         *dG = dX + C * columns, *F = dG + C * columns, *direct = F + C * columns, *da = direct + C * columns,
         *dc = da + columns * CP, *R = dc + columns * CP, *prefix = R + columns,
-        *along = prefix + prefix_channels * C * CP;
+        *along = prefix + prefix_channels * C * CP, *carry = along + 6 * prefix_channels * CP;
+  // One gate a head (head_pairs): the head's σ, A / r and prefixes where the channels' prefixes go.
+  float *head_sigma = prefix, *head_dot = head_sigma + C * C, *head_prefix = head_dot + C * C;
+  static_assert(2 * C * C + C * padded(C) <= prefix_channels * C * padded(C), "head_pairs' tables fit");
   for (int u = 0; u < group; ++u) {
     const long long h = key_head * group + u;
     const device_reader<In> in(p, b, t0, 0, h);  // (no state read here)
@@ -641,7 +646,8 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
     });
     for_each<channels_threads>(n, [&](int t) {
       r[t] = in.beta(t);
-      head_sum[t] = 0.0f;
+      head_sum[t] = 0.0f;  // one gate a head: Σ_i direct_ti (then dg_t)
+      carry[t] = 0.0f;     // one gate a head: c_t (head_pairs)
       beta_sum[t] = ws[rec.dr() + t];
     });
     const pair_inputs pairs{dsigma, dAr, r, C};
@@ -683,7 +689,7 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
         dq[acc] = u == 0 ? mul_rn(p.tau, g.dsq) : add_rn(dq[acc], mul_rn(p.tau, g.dsq));
         direct[x] = g.direct;
       });
-      if (decays)  // the decay ratios' part of the gates, prefix_channels channels at a time
+      if (channel_gated)  // the decay ratios' part of the gates, prefix_channels channels at a time
         for (int c0l = 0; c0l < columns; c0l += prefix_channels) {
           __syncthreads();  // the previous channels' prefixes read
           // e, w, sq, Γ, Γ⁻, G (consecutive C × columns arrays from e) of the group's channels.
@@ -716,24 +722,51 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
           });
         }
       __syncthreads();
-      if (decays)
+      if (channel_gated)
         for_each<channels_threads>(columns, [&](int il) { gate_cotangents(direct + il, F + il, dG + il, columns, n); });
+      if (head_gated)  // c_j's terms of the slice's channels, i rising
+        for_each<channels_threads>(n, [&](int j) {
+          for (int il = 0; il < columns; ++il)
+            carry[j] = carry_term(channel_pairs{channel_of(il), pairs, n, erases, strong}, j, carry[j]);
+        });
       __syncthreads();
-      if (decays && p.gate == delta_rule_gate::per_channel)
+      if (channel_gated)
         for_each<channels_threads>(n * columns, [&](int x) {
           const int t = x / columns, il = x % columns;
           bp.dg[((static_cast<long long>(b) * p.tokens + t0 + t) * p.heads + h) * K + i0 + il] = dG[x];
         });
       for_each<channels_threads>(n, [&](int t) {
         for (int il = 0; il < columns; ++il) {
-          if (decays) head_sum[t] = add_rn(head_sum[t], dG[t * columns + il]);
+          if (head_gated) head_sum[t] = add_rn(head_sum[t], direct[t * columns + il]);
           beta_sum[t] = fma_rn(dX[t * columns + il], mul_rn(gam[t * columns + il], e[t * columns + il]), beta_sum[t]);
         }
       });
     }
+    if (head_gated) {   // one gate a head: the head's pair terms (head_pairs), prefixes, gate shares
+      __syncthreads();  // c_j complete; the slices' prefix region free
+      for_each<channels_threads>(C * C, [&](int x) {
+        if (x / C < n && x % C < n) {
+          head_sigma[x] = ws[rec.sigma() + x];
+          head_dot[x] = ws[rec.dot() + x];
+        }
+      });
+      __syncthreads();
+      const head_pairs q{pairs, head_sigma, head_dot, carry, n, erases};
+      for_each<channels_threads>(C * C, [&](int x) {
+        const int t = x / C, s = x % C;
+        if (s >= 1 && s <= t && t < n) head_prefix[t * CP + s] = q.pair_decay(t, s - 1);
+      });
+      __syncthreads();
+      for_each<channels_threads>(n, [&](int t) { prefix_in_place(head_prefix + t * CP, t, 1); });
+      __syncthreads();
+      for_each<channels_threads>(n, [&](int s) { F[s] = decay_gate_share(head_prefix, CP, 1, s, n); });
+      __syncthreads();
+      if (threadIdx.x == 0) gate_cotangents(head_sum, F, dG, 1, n);
+      __syncthreads();
+    }
     for_each<channels_threads>(n, [&](int t) {
       const long long row = (static_cast<long long>(b) * p.tokens + t0 + t) * p.heads + h;
-      if (p.gate == delta_rule_gate::per_head) bp.dg[row] = head_sum[t];
+      if (head_gated) bp.dg[row] = dG[t];
       if (p.rule == delta_rule_kind::beta_form) bp.dbeta[row] = beta_sum[t];
     });
   }
@@ -779,7 +812,7 @@ void launch(const delta_rule_backward_problem& bp, float* workspace, const bool 
                                       2 * C * slice_stride(true) + K),
                     value_sums = f * value_sums_floats(K),
                     channels = f * (2 * C * K + 2 * C * C + 3 * C + 10 * C * columns + 2 * columns * padded(C) +
-                                    columns + prefix_channels * C * padded(C) + 6 * prefix_channels * padded(C));
+                                    columns + prefix_channels * C * padded(C) + 6 * prefix_channels * padded(C) + C);
   allow_shared(operands_kernel<In>, operands, "cudaFuncSetAttribute(operands_kernel)");
   allow_shared(states_kernel<In>, states, "cudaFuncSetAttribute(states_kernel)");
   allow_shared(cotangents_kernel, cotangents, "cudaFuncSetAttribute(cotangents_kernel)");

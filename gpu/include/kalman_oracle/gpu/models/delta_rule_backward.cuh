@@ -117,6 +117,31 @@ struct channel_pairs {
   KALMAN_ORACLE_HD float pair_decay(int t, int j) const { return mul_rn(mul_rn(h(t, j), c.w[j * c.ld]), rho(t, j)); }
 };
 
+/// One gate a head (GDN): ρ_tj is every channel's, so the channels' pair terms sum to the head's, d_tj =
+/// Σ_i h_tj,i w_ji ρ_tj = dσ_tj σ_tj + dA_tj r_t (A_tj / r_t) + [t = L] Σ_i dc_ji ρ_Lj w_ji, read from the
+/// chunk's scores and A / r (launch 1) rather than formed channel by channel: K times fewer pair terms and
+/// prefixes (docs/kernels.md, "One gate a head"). Every d_tj still counts once, where it counts.
+struct head_pairs {
+  const pair_inputs& p;
+  const float *sigma, *dot;  ///< σ_tj, A_tj / r_t at [t·p.ld + j]
+  const float* carry;        ///< c_j = Σ_i dc_ji (ρ_Lj,i w_ji) at [j] (carry_term)
+  int n;
+  bool erases;
+  /// d_tj (j < t): dσ_tj σ_tj, then + dA_tj r_t (A_tj / r_t), then + c_j at t = L.
+  KALMAN_ORACLE_HD float pair_decay(int t, int j) const {
+    float x = mul_rn(p.dsigma[t * p.ld + j], sigma[t * p.ld + j]);
+    if (erases) x = fma_rn(p.dAr[t * p.ld + j], dot[t * p.ld + j], x);
+    // (Planted bug gpu_delta_rule_backward_drops_carry_key: the carry's cotangent of the keys and decays.)
+    if (t == n - 1) x = KALMAN_ORACLE_MUTANT(gpu_delta_rule_backward_drops_carry_key, add_rn(x, carry[j]), x);
+    return x;
+  }
+};
+
+/// acc + dc_ji (ρ_Lj,i w_ji): channel i's term of head_pairs' c_j (the channels rising from +0).
+KALMAN_ORACLE_HD float carry_term(const channel_pairs& q, int j, float acc) {
+  return fma_rn(q.c.dc[j], mul_rn(q.rho(q.n - 1, j), q.c.w[j * q.c.ld]), acc);
+}
+
 /// Channel i's gradients at token t before the gates' sums: dsq (→ dq = τ dsq), de (the erase key), dw
 /// (the write key), and the log gates' cotangent through Γ_t alone.
 struct channel_token_gradient {
@@ -185,7 +210,9 @@ KALMAN_ORACLE_HD void prefix_in_place(float* row, int t, int ps) {
 /// comes out as a rounding residual). decay_prefix: row t's P_t(0 … t) at prefix[s·ps], P_t(0) = +0,
 /// j rising; decay_gate_share: F(s) from +0, t rising.
 /// The kernel forms every d_tj of a few channels at once, then runs the rows' sums: prefix_in_place.
-KALMAN_ORACLE_HD void decay_prefix(const channel_pairs& q, int t, float* prefix, int ps) {
+/// Pairs: channel_pairs (a channel's d_tj) or head_pairs (one gate a head: the channels' sum).
+template <class Pairs>
+KALMAN_ORACLE_HD void decay_prefix(const Pairs& q, int t, float* prefix, int ps) {
   for (int s = 1; s <= t; ++s) prefix[s * ps] = q.pair_decay(t, s - 1);
   prefix_in_place(prefix, t, ps);
 }

@@ -18,8 +18,8 @@
 //      dX = 𝒯ᵀ dW, M = 𝒯ᵀ d𝒯, dA_tj = −Σ_{b ≤ j} M_tb 𝒯_jb, the row scales'
 //      Σ_j dY_tj v_tj + Σ_{j<t} dA_tj A_tj / r_t;
 //   5. per (token, channel): channel_token; the gates' cotangents by decay_prefix, decay_gate_share and
-//      gate_cotangents (GDN: summed over the channels); dβ_t += Σ_i dX_ti Γ_ti e_ti; dk and dq summed
-//      over a key head's value heads in order.
+//      gate_cotangents (one gate a head, GDN: once a head, from the channels' sums and head_pairs);
+//      dβ_t += Σ_i dX_ti Γ_ti e_ti; dk and dq summed over a key head's value heads in order.
 #pragma once
 
 #include <vector>
@@ -231,7 +231,8 @@ void backward_chunk_channels(const delta_rule_backward_problem& bp, const delta_
   const delta_rule_problem& p = bp.forward;
   const long long row0 = first_row(p, s);
   const int C = rec.C, K = rec.K, group = p.key_head_group, H = p.heads / group;
-  const bool erases = p.rule != delta_rule_kind::gla, decays = p.gate != delta_rule_gate::none;
+  const bool erases = p.rule != delta_rule_kind::gla, channel_gated = p.gate == delta_rule_gate::per_channel,
+             head_gated = p.gate == delta_rule_gate::per_head, decays = channel_gated || head_gated;
   std::vector<float> dk(C * K, 0.0f), dq(C * K, 0.0f);
   for (int u = 0; u < group; ++u) {
     const long long h = key_head * group + u;
@@ -241,6 +242,7 @@ void backward_chunk_channels(const delta_rule_backward_problem& bp, const delta_
     const bool strong = ws[rec.strong()] != 0.0f;
     const pair_inputs pairs{ws + rec.dsigma(), ws + rec.dAr(), x.r.data(), C};
     std::vector<float> direct(C * K, 0.0f), F(C * K, 0.0f), dG(C * K, 0.0f), prefix(C * C, 0.0f);
+    std::vector<float> head_direct(C, 0.0f), carry(C, 0.0f);  // one gate a head: the channels' sums
     for (int i = 0; i < K; ++i) {
       const channel_inputs ch{
           &x.e[i],          &x.w[i],           &x.sq[i], ws + rec.gam() + i,    ws + rec.gin() + i,
@@ -255,24 +257,27 @@ void backward_chunk_channels(const delta_rule_backward_problem& bp, const delta_
         dq[t * K + i] = u == 0 ? mul_rn(p.tau, g.dsq) : add_rn(dq[t * K + i], mul_rn(p.tau, g.dsq));
         direct[t * K + i] = g.direct;
       }
-      if (decays) {  // the decay ratios' part of the gates (decay_prefix, decay_gate_share)
-        const channel_pairs q{ch, pairs, n, erases, strong};
+      const channel_pairs q{ch, pairs, n, erases, strong};
+      if (channel_gated) {  // the decay ratios' part of the gates (decay_prefix, decay_gate_share)
         for (int t = 0; t < n; ++t) decay_prefix(q, t, &prefix[t * C], 1);
         for (int s = 0; s < n; ++s) F[s * K + i] = decay_gate_share(prefix.data(), C, 1, s, n);
       }
-    }
-    if (decays) {  // gate_cotangents per channel; GDN: summed over the channels, i rising
-      for (int i = 0; i < K; ++i) gate_cotangents(&direct[i], &F[i], &dG[i], K, n);
-      for (int t = 0; t < n; ++t) {
-        const long long row = (row0 + c0 + t) * p.heads + h;
-        if (p.gate == delta_rule_gate::per_channel)
-          for (int i = 0; i < K; ++i) bp.dg[row * K + i] = dG[t * K + i];
-        else {
-          float sum = 0.0f;
-          for (int i = 0; i < K; ++i) sum = add_rn(sum, dG[t * K + i]);
-          bp.dg[row] = sum;
-        }
+      if (head_gated) {  // the channels' sums, i rising: the direct parts and c_j
+        for (int t = 0; t < n; ++t) head_direct[t] = add_rn(head_direct[t], direct[t * K + i]);
+        for (int j = 0; j < n; ++j) carry[j] = carry_term(q, j, carry[j]);
       }
+    }
+    if (channel_gated) {  // gate_cotangents per channel
+      for (int i = 0; i < K; ++i) gate_cotangents(&direct[i], &F[i], &dG[i], K, n);
+      for (int t = 0; t < n; ++t)
+        for (int i = 0; i < K; ++i) bp.dg[((row0 + c0 + t) * p.heads + h) * K + i] = dG[t * K + i];
+    }
+    if (head_gated) {  // one gate a head: the head's pair terms from σ and A / r (head_pairs)
+      const head_pairs q{pairs, ws + rec.sigma(), ws + rec.dot(), carry.data(), n, erases};
+      for (int t = 0; t < n; ++t) decay_prefix(q, t, &prefix[t * C], 1);
+      for (int s = 0; s < n; ++s) F[s] = decay_gate_share(prefix.data(), C, 1, s, n);
+      gate_cotangents(head_direct.data(), F.data(), dG.data(), 1, n);
+      for (int t = 0; t < n; ++t) bp.dg[(row0 + c0 + t) * p.heads + h] = dG[t];
     }
     if (p.rule == delta_rule_kind::beta_form)
       for (int t = 0; t < n; ++t) {
