@@ -604,6 +604,46 @@ __global__ void __launch_bounds__(value_sums_threads) value_sums_kernel(const la
 }
 
 // ---- 5. channels ----------------------------------------------------------------------------------
+/// The decay ratios' part of the gates (models/delta_rule_backward.cuh, decay_prefix and decay_gate_share:
+/// the same sums in the same order) for `sets` tables at once (channels, or the head), every thread of the
+/// block taking part. A thread a (set, row segment k, token t), t fastest (a warp: 32 rows at one column,
+/// the pair cotangents' rows CP apart): segment(set, t, k, sink) runs the segment's terms and running sums
+/// in registers (decay_segment_sums) and its total goes to segment_sums; then, the row's totals before k
+/// summed (decay_ordered_sum), its P_t(s) into prefix (C × CP a set); then a thread a (set, column segment
+/// k, column s), s fastest: decay_share_segment; then out(set, s, F(s)) for s < n. Ends synchronised.
+template <class Segment, class Out>
+__device__ __forceinline__ void decay_gate_shares(int sets, int n, float* prefix, float* segment_sums,
+                                                  const Segment& segment, const Out& out) {
+  constexpr int CP = padded(C);
+  static_assert(decay_segments * decay_segment_terms == C, "the decay prefixes' segments cover a chunk");
+  static_assert(prefix_channels * decay_segments * C == channels_threads, "a thread a row segment");
+  const int set = threadIdx.x / (decay_segments * C), k = threadIdx.x / C % decay_segments, t = threadIdx.x % C;
+  const bool active = set < sets && t < n;
+  float* totals = segment_sums + set * decay_segments * C + t;  // segment k' of row t at [k'·C]
+  float running[decay_segment_terms];
+  if (active) totals[k * C] = segment(set, t, k, [&](int u, float sum) { running[u] = sum; });
+  __syncthreads();
+  if (active) {
+    const float off = decay_ordered_sum(totals, C, k);
+    float* P = prefix + (set * C + t) * CP;
+    if (k == 0) P[0] = 0.0f;
+#pragma unroll
+    for (int u = 0; u < decay_segment_terms; ++u) {
+      const int s = k * decay_segment_terms + 1 + u;
+      if (s <= t) P[s] = add_rn(off, running[u]);
+    }
+  }
+  __syncthreads();
+  if (active)
+    segment_sums[(set * decay_segments + k) * C + t] = decay_share_segment(prefix + set * C * CP, CP, 1, t, n, k);
+  __syncthreads();
+  for_each<channels_threads>(sets * C, [&](int x) {
+    const int s = x % C, of = x / C;
+    if (s < n) out(of, s, decay_ordered_sum(segment_sums + of * decay_segments * C + s, C, decay_segments));
+  });
+  __syncthreads();
+}
+
 template <class In>
 __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch_args a) {
   extern __shared__ float shared[];
@@ -623,25 +663,28 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
   // conflicts. (Padding the slice's rows instead slowed channel_token, whose warps read 16 channels of
   // two tokens: H200, 2026-12-04, docs/kernels.md.)
   const int CP = padded(C);
-  float *dk = shared, *dq = dk + C * K, *dsigma = dq + C * K, *dAr = dsigma + C * C, *r = dAr + C * C,
+  float *dk = shared, *dq = dk + C * K, *dsigma = dq + C * K, *dAr = dsigma + C * CP, *r = dAr + C * CP,
         *head_sum = r + C, *beta_sum = head_sum + C, *e = beta_sum + C, *w = e + C * columns, *sq = w + C * columns,
         *gam = sq + C * columns, *gin = gam + C * columns, *G = gin + C * columns, *dX = G + C * columns,
         *dG = dX + C * columns, *F = dG + C * columns, *direct = F + C * columns, *da = direct + C * columns,
         *dc = da + columns * CP, *R = dc + columns * CP, *prefix = R + columns,
-        *along = prefix + prefix_channels * C * CP, *carry = along + 6 * prefix_channels * CP;
-  // One gate a head (head_pairs): the head's σ, A / r and prefixes where the channels' prefixes go.
-  float *head_sigma = prefix, *head_dot = head_sigma + C * C, *head_prefix = head_dot + C * C;
-  static_assert(2 * C * C + C * padded(C) <= prefix_channels * C * padded(C), "head_pairs' tables fit");
+        *along = prefix + prefix_channels * C * CP, *carry = along + 6 * prefix_channels * CP,
+        *segment_sums = carry + C;  // [prefix_channels × decay_segments × C]: the rows' totals, then F's segments
+  // One gate a head (head_pairs): the head's σ, A / r (rows CP apart, as the pair cotangents) and
+  // prefixes where the channels' prefixes go.
+  float *head_sigma = prefix, *head_dot = head_sigma + C * CP, *head_prefix = head_dot + C * CP;
+  static_assert(3 * C * padded(C) <= prefix_channels * C * padded(C), "head_pairs' tables fit");
   for (int u = 0; u < group; ++u) {
     const long long h = key_head * group + u;
     const device_reader<In> in(p, b, t0, 0, h);  // (no state read here)
     const float* ws = a.record(h, chunk_g);
     const bool strong = ws[rec.strong()] != 0.0f;
-    __syncthreads();                                // the previous head's pairs read
+    __syncthreads();  // the previous head's pairs read
+    // The pair cotangents' rows CP apart: the decay prefixes' warps read 32 rows at one column.
     for_each<channels_threads>(C * C, [&](int x) {  // indices over C, a constant: shifts, not divisions by n
       if (x / C < n && x % C < n) {
-        dsigma[x] = ws[rec.dsigma() + x];
-        dAr[x] = ws[rec.dAr() + x];
+        dsigma[x / C * CP + x % C] = ws[rec.dsigma() + x];
+        dAr[x / C * CP + x % C] = ws[rec.dAr() + x];
       }
     });
     for_each<channels_threads>(n, [&](int t) {
@@ -650,7 +693,7 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
       carry[t] = 0.0f;     // one gate a head: c_t (head_pairs)
       beta_sum[t] = ws[rec.dr() + t];
     });
-    const pair_inputs pairs{dsigma, dAr, r, C};
+    const pair_inputs pairs{dsigma, dAr, r, CP};
     for (int i0 = 0; i0 < K; i0 += columns) {
       __syncthreads();  // the previous slice read
       for_each<channels_threads>(n * columns, [&](int x) {
@@ -698,28 +741,24 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
             if (t < n) along[(array * prefix_channels + ch) * CP + t] = e[array * C * columns + t * columns + c0l + ch];
           });
           __syncthreads();
-          // Every pair's d_tj (decay_prefix's terms) at once, s = j + 1 fastest: a warp reads along the
-          // rows of `along` and of the pair cotangents and writes along the prefix rows. Then each row's sums.
-          for_each<channels_threads>(prefix_channels * C * C, [&](int x) {
-            const int ch = x / (C * C), t = x / C % C, s = x % C;
-            if (s >= 1 && s <= t && t < n) {
-              const auto row = [&](int array) { return along + (array * prefix_channels + ch) * CP; };
-              const channel_inputs in_ch{
-                  row(0),     row(1), row(2), row(3), row(4), row(5), dX, 1, da + (c0l + ch) * CP, dc + (c0l + ch) * CP,
-                  R[c0l + ch]};
-              prefix[(ch * C + t) * CP + s] = channel_pairs{in_ch, pairs, n, erases, strong}.pair_decay(t, s - 1);
-            }
-          });
-          __syncthreads();
-          for_each<channels_threads>(prefix_channels * C, [&](int x) {
-            const int ch = x / C, t = x % C;
-            if (t < n) prefix_in_place(prefix + (ch * C + t) * padded(C), t, 1);
-          });
-          __syncthreads();
-          for_each<channels_threads>(prefix_channels * C, [&](int x) {
-            const int ch = x / C, s = x % C;
-            if (s < n) F[s * columns + c0l + ch] = decay_gate_share(prefix + ch * C * padded(C), padded(C), 1, s, n);
-          });
+          decay_gate_shares(
+              prefix_channels, n, prefix, segment_sums,
+              [&](int ch, int t, int k, auto&& sink) {
+                const auto row = [&](int array) { return along + (array * prefix_channels + ch) * CP; };
+                const channel_inputs in_ch{row(0),
+                                           row(1),
+                                           row(2),
+                                           row(3),
+                                           row(4),
+                                           row(5),
+                                           dX,
+                                           1,
+                                           da + (c0l + ch) * CP,
+                                           dc + (c0l + ch) * CP,
+                                           R[c0l + ch]};
+                return decay_segment_sums(channel_pairs{in_ch, pairs, n, erases, strong}, t, k, sink);
+              },
+              [&](int ch, int s, float share) { F[s * columns + c0l + ch] = share; });
         }
       __syncthreads();
       if (channel_gated)
@@ -746,20 +785,16 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
       __syncthreads();  // c_j complete; the slices' prefix region free
       for_each<channels_threads>(C * C, [&](int x) {
         if (x / C < n && x % C < n) {
-          head_sigma[x] = ws[rec.sigma() + x];
-          head_dot[x] = ws[rec.dot() + x];
+          head_sigma[x / C * CP + x % C] = ws[rec.sigma() + x];
+          head_dot[x / C * CP + x % C] = ws[rec.dot() + x];
         }
       });
       __syncthreads();
       const head_pairs q{pairs, head_sigma, head_dot, carry, n, erases};
-      for_each<channels_threads>(C * C, [&](int x) {
-        const int t = x / C, s = x % C;
-        if (s >= 1 && s <= t && t < n) head_prefix[t * CP + s] = q.pair_decay(t, s - 1);
-      });
-      __syncthreads();
-      for_each<channels_threads>(n, [&](int t) { prefix_in_place(head_prefix + t * CP, t, 1); });
-      __syncthreads();
-      for_each<channels_threads>(n, [&](int s) { F[s] = decay_gate_share(head_prefix, CP, 1, s, n); });
+      decay_gate_shares(
+          1, n, head_prefix, segment_sums,
+          [&](int, int t, int k, auto&& sink) { return decay_segment_sums(q, t, k, sink); },
+          [&](int, int s, float share) { F[s] = share; });
       __syncthreads();
       if (threadIdx.x == 0) gate_cotangents(head_sum, F, dG, 1, n);
       __syncthreads();
@@ -811,8 +846,9 @@ void launch(const delta_rule_backward_problem& bp, float* workspace, const bool 
                     cotangents = f * (K * slice_stride(true) + 2 * C * key_stride(true, K) + C * pair_stride(true) +
                                       2 * C * slice_stride(true) + K),
                     value_sums = f * value_sums_floats(K),
-                    channels = f * (2 * C * K + 2 * C * C + 3 * C + 10 * C * columns + 2 * columns * padded(C) +
-                                    columns + prefix_channels * C * padded(C) + 6 * prefix_channels * padded(C) + C);
+                    channels = f * (2 * C * K + 2 * C * padded(C) + 3 * C + 10 * C * columns + 2 * columns * padded(C) +
+                                    columns + prefix_channels * C * padded(C) + 6 * prefix_channels * padded(C) + C +
+                                    prefix_channels * decay_segments * C);
   allow_shared(operands_kernel<In>, operands, "cudaFuncSetAttribute(operands_kernel)");
   allow_shared(states_kernel<In>, states, "cudaFuncSetAttribute(states_kernel)");
   allow_shared(cotangents_kernel, cotangents, "cudaFuncSetAttribute(cotangents_kernel)");

@@ -28,24 +28,40 @@ using namespace kalman_oracle::gpu;
 using namespace kalman_oracle::gpu::testing;
 
 TEST_SUITE("twin") {
-  // The decay prefixes' sums (models/delta_rule_backward.cuh): prefix_in_place reads its terms eight at a
-  // time before adding them (so that a device thread waits on its adds only); each row must still be the
-  // plain running sum, partial sums rounded in order, at every length a chunk allows, including the ones
-  // that end inside a group of eight, and with a stride between the entries.
-  TEST_CASE("twin: prefix_in_place is the running sum of its entries, in order, at every row length") {
-    std::mt19937 gen(20261204);
-    std::uniform_real_distribution<float> term(-1.0f, 1.0f);
+  // The decay prefixes' sums by segments (models/delta_rule_backward.cuh): decay_prefix must give every
+  // row's P_t(s) = Σ_{j < s} d_tj and decay_gate_share every F(s) = Σ_{t >= s} P_t(s), each term counted
+  // once, at every row length and chunk length, whatever segment a term falls in (at the segments' edges
+  // too) and with a stride between the entries. The terms are integers below 2^10, so that every partial
+  // sum is exact in binary32 whatever the order: a term dropped, counted twice or taken from the wrong pair
+  // changes the result.
+  TEST_CASE("twin: decay_prefix and decay_gate_share are the row prefixes and column sums of the pair terms") {
+    struct table_pairs {
+      const std::vector<float>& d;  // d_tj at [t·C + j]
+      float pair_decay(int t, int j) const { return d[t * delta_rule_backward_chunk_tokens + j]; }
+    };
+    constexpr int C = delta_rule_backward_chunk_tokens;
+    std::mt19937 gen(20261206);
+    std::vector<float> d(C * C);
+    for (float& x : d) x = static_cast<float>(static_cast<int>(gen() % 2047) - 1023);
+    const table_pairs q{d};
     for (int ps : {1, 3})
-      for (int t = 0; t < delta_rule_backward_chunk_tokens; ++t) {
-        std::vector<float> row((t + 1) * ps, std::nanf("")), expected(t + 1);
-        for (int s = 1; s <= t; ++s) row[s * ps] = std::ldexp(term(gen), static_cast<int>(gen() % 40) - 20);
-        float sum = 0.0f;
-        expected[0] = sum;
-        for (int s = 1; s <= t; ++s) expected[s] = sum = add_rn(sum, row[s * ps]);
-        prefix_in_place(row.data(), t, ps);
-        for (int s = 0; s <= t; ++s) {
-          INFO("row length " << t << ", stride " << ps << ", entry " << s);
-          CHECK(std::bit_cast<std::uint32_t>(row[s * ps]) == std::bit_cast<std::uint32_t>(expected[s]));
+      for (int n : {1, 2, 15, 16, 17, 31, 32, 33, 48, 49, 63, 64}) {
+        std::vector<float> prefix(C * C * ps, std::nanf(""));
+        for (int t = 0; t < n; ++t) decay_prefix(q, t, &prefix[t * C * ps], ps);
+        for (int t = 0; t < n; ++t) {
+          long long P = 0;
+          for (int s = 0; s <= t; ++s) {
+            if (s > 0) P += static_cast<long long>(d[t * C + s - 1]);
+            INFO("n " << n << ", stride " << ps << ", row " << t << ", column " << s);
+            CHECK(prefix[(t * C + s) * ps] == static_cast<float>(P));
+          }
+        }
+        for (int s = 0; s < n; ++s) {
+          long long F = 0;
+          for (int t = s; t < n; ++t)
+            for (int j = 0; j < s; ++j) F += static_cast<long long>(d[t * C + j]);
+          INFO("n " << n << ", stride " << ps << ", column " << s);
+          CHECK(decay_gate_share(prefix.data(), C * ps, ps, s, n) == static_cast<float>(F));
         }
       }
   }

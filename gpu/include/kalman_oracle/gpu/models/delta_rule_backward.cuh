@@ -187,40 +187,74 @@ KALMAN_ORACLE_HD float key_gradient(delta_rule_kind rule, const channel_token_gr
   return rule == delta_rule_kind::beta_form ? add_rn(g.de, g.dw) : rule == delta_rule_kind::two_key ? g.de : g.dw;
 }
 
-/// Row t's prefixes in place: row[s·ps] holds d_t,s−1 for 1 <= s <= t on entry and P_t(s) on exit
-/// (P_t(s) = P_t(s − 1) + d_t,s−1, s rising, from P_t(0) = +0, which row[0] gets). Eight terms are read
-/// before they are added, so that a device thread waits on its adds only.
-KALMAN_ORACLE_HD void prefix_in_place(float* row, int t, int ps) {
-  float sum = 0.0f;
-  row[0] = sum;
-  for (int s0 = 1; s0 <= t; s0 += 8) {
-    float d[8];
-    for (int u = 0; u < 8; ++u)
-      if (s0 + u <= t) d[u] = row[(s0 + u) * ps];
-    for (int u = 0; u < 8; ++u)
-      if (s0 + u <= t) row[(s0 + u) * ps] = sum = add_rn(sum, d[u]);
-  }
-}
-
 /// The decay ratios' part of the log gates' cotangents, without cancellation. ρ_tj = e^{G_t − G_j}
 /// depends on g_s exactly when j < s <= t, so that part of dg_s is F(s) = Σ_{t ≥ s} P_t(s), the row
 /// prefixes P_t(s) = Σ_{j < s} d_tj (channel_pairs::pair_decay): every term counted once, where it
 /// counts (the reference's dΓ Γ − dΓ⁻ Γ⁻ summed over all tokens, as fla forms it, adds and takes away
 /// every pair, and a gate gradient that is exactly zero, the first token's with a zero initial state,
-/// comes out as a rounding residual). decay_prefix: row t's P_t(0 … t) at prefix[s·ps], P_t(0) = +0,
-/// j rising; decay_gate_share: F(s) from +0, t rising.
-/// The kernel forms every d_tj of a few channels at once, then runs the rows' sums: prefix_in_place.
-/// Pairs: channel_pairs (a channel's d_tj) or head_pairs (one gate a head: the channels' sum).
+/// comes out as a rounding residual). Pairs: channel_pairs (a channel's d_tj) or head_pairs (one gate
+/// a head: the channels' sum).
+///
+/// Both sums run by segments of decay_segment_terms tokens (the chunk's 64 in decay_segments of 16), so
+/// that a device thread adds 16 terms in a chain rather than up to 63, and a block runs four times as
+/// many chains at once (docs/kernels.md, "Decay prefixes by segments"). Row t's segment k holds s =
+/// 16k + 1 … min(16k + 16, t): its running sums from +0 (decay_segment_sums), then P_t(s) = off_k +
+/// (the running sum at s), off_k the segments' totals before k summed from +0 (decay_ordered_sum).
+/// F(s) = the column's segments summed from +0, segment k the P_t(s) of t in [16k, 16k + 16), s <= t < n,
+/// from +0, t rising (decay_share_segment). The kernel runs each segment on its own thread; the twin
+/// and one gate a head run decay_prefix and decay_gate_share, the same sums in the same order.
+constexpr int decay_segment_terms = 16, decay_segments = 4;
+
+/// Segment k of row t: for s = 16k + 1 … min(16k + 16, t), sum = sum + d_t,s−1 from +0 and sink(u, sum),
+/// u = s − 16k − 1. Returns the segment's total (+0 when it is empty).
+template <class Pairs, class Sink>
+KALMAN_ORACLE_HD float decay_segment_sums(const Pairs& q, int t, int k, Sink&& sink) {
+  float sum = 0.0f;
+  for (int u = 0; u < decay_segment_terms; ++u) {
+    const int s = k * decay_segment_terms + 1 + u;
+    if (s <= t) sink(u, sum = add_rn(sum, q.pair_decay(t, s - 1)));
+  }
+  return sum;
+}
+
+/// Σ_{k' < count} x[k'·xs] from +0, k' rising: off_k of the row segments (count = k), F(s) of the column
+/// segments (count = decay_segments).
+KALMAN_ORACLE_HD float decay_ordered_sum(const float* x, int xs, int count) {
+  float sum = 0.0f;
+  for (int k = 0; k < count; ++k) sum = add_rn(sum, x[k * xs]);
+  return sum;
+}
+
+/// Row t's P_t(0 … t) at prefix[s·ps], P_t(0) = +0, segment by segment on one thread.
 template <class Pairs>
 KALMAN_ORACLE_HD void decay_prefix(const Pairs& q, int t, float* prefix, int ps) {
-  for (int s = 1; s <= t; ++s) prefix[s * ps] = q.pair_decay(t, s - 1);
-  prefix_in_place(prefix, t, ps);
+  prefix[0] = 0.0f;
+  float totals[decay_segments];
+  for (int k = 0; k < decay_segments; ++k) {
+    float running[decay_segment_terms];
+    totals[k] = decay_segment_sums(q, t, k, [&](int u, float sum) { running[u] = sum; });
+    const float off = decay_ordered_sum(totals, 1, k);
+    for (int u = 0; u < decay_segment_terms; ++u) {
+      const int s = k * decay_segment_terms + 1 + u;
+      if (s <= t) prefix[s * ps] = add_rn(off, running[u]);
+    }
+  }
 }
-/// F(s) = Σ_{t = s}^{n−1} P_t(s), t rising; P_t(s) at prefix[t·rs + s·ps].
+
+/// Segment k of F(s): Σ P_t(s) over t in [16k, 16k + 16), s <= t < n, from +0, t rising; P_t(s) at
+/// prefix[t·rs + s·ps].
+KALMAN_ORACLE_HD float decay_share_segment(const float* prefix, int rs, int ps, int s, int n, int k) {
+  float sum = 0.0f;
+  const int first = k * decay_segment_terms, last = first + decay_segment_terms;
+  for (int t = first > s ? first : s; t < last && t < n; ++t) sum = add_rn(sum, prefix[t * rs + s * ps]);
+  return sum;
+}
+
+/// F(s) = Σ_k decay_share_segment(k) from +0, k rising.
 KALMAN_ORACLE_HD float decay_gate_share(const float* prefix, int rs, int ps, int s, int n) {
-  float F = 0.0f;
-  for (int t = s; t < n; ++t) F = add_rn(F, prefix[t * rs + s * ps]);
-  return F;
+  float segments[decay_segments];
+  for (int k = 0; k < decay_segments; ++k) segments[k] = decay_share_segment(prefix, rs, ps, s, n, k);
+  return decay_ordered_sum(segments, 1, decay_segments);
 }
 
 /// dg_s = Σ_{t ≥ s} direct_t + F(s) for a channel (direct[], F[] and dg at [s·ld]).
