@@ -233,7 +233,9 @@ KALMAN_ORACLE_HD void decay_prefix(const Pairs& q, int t, float* prefix, int ps)
   for (int k = 0; k < decay_segments; ++k) {
     float running[decay_segment_terms];
     totals[k] = decay_segment_sums(q, t, k, [&](int u, float sum) { running[u] = sum; });
-    const float off = decay_ordered_sum(totals, 1, k);
+    // (Planted bug gpu_decay_prefix_offset_drops_segment: the segment just before left out of off_k.)
+    const float off =
+        decay_ordered_sum(totals, 1, KALMAN_ORACLE_MUTANT(gpu_decay_prefix_offset_drops_segment, k, k > 0 ? k - 1 : 0));
     for (int u = 0; u < decay_segment_terms; ++u) {
       const int s = k * decay_segment_terms + 1 + u;
       if (s <= t) prefix[s * ps] = add_rn(off, running[u]);
