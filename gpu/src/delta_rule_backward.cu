@@ -8,7 +8,8 @@
 //   4. value sums (a block of 1024 a (batch row, value head, chunk), 16 value columns at a time
 //                 through shared memory): R, dc, da, dσ, dW, dY (dv), d𝒯, dX, dA;
 //   5. channels   (a block of 1024 a (batch row, key head, chunk), 16 channels at a time, the group's
-//                 value heads in order): channel_token per (token, channel), the decay ratios' prefixes
+//                 value heads in order): dq and dk (a factored chunk: three products, factored_channel;
+//                 a strongly decaying one: channel_token per (token, channel)), the decay ratios' prefixes
 //                 for the gates (a gate a channel: four channels at a time; one gate a head: the head's,
 //                 once, from σ and A / r: head_pairs); dq, dk, dκ, dg, dβ.
 // Every element is computed by one thread with the arithmetic of models/delta_rule_backward.cuh that the
@@ -239,28 +240,73 @@ __global__ void __launch_bounds__(operands_threads) operands_kernel(const launch
   });
   const bool strong = __syncthreads_or(strong_here) != 0;
   if (threadIdx.x == 0) ws[rec.strong()] = strong ? 1.0f : 0.0f;
-  // A / r and σ over the pairs j <= t, one pair a thread, both sums from one decay ratio ρ_tj,i a term:
-  // keyed_pair_sum's terms in its order, so the same bits, with ρ and the loads of w_j shared (the
-  // rows padded: threads of a warp read different rows j). The pairs j > t are zeros.
-  for_each<operands_threads>(n * (n + 1) / 2, [&](int x) {
-    const int t = triangle_row(x), j = x - t * (t + 1) / 2;
-    const bool with_a = erases && j < t;
-    const float *e_t = e + t * KP, *sq_t = sq + t * KP, *w_j = w + j * KP, *gam_t = gam + t * KP, *gin_j = gin + j * KP,
-                *G_t = G + t * KP, *G_j = G + j * KP;
-    float d = 0.0f, s = 0.0f;
-    for (int i = 0; i < K; ++i) {
-      const float rho = decay_ratio(strong, gam_t[i], gin_j[i], G_t[i], G_j[i]);
-      if (with_a) d = fma_rn(mul_rn(e_t[i], rho), w_j[i], d);
-      s = fma_rn(mul_rn(sq_t[i], rho), w_j[i], s);
-    }
-    dot[t * C + j] = d;
-    ws[rec.dot() + t * C + j] = d;
-    ws[rec.sigma() + t * C + j] = s;
-  });
-  for_each<operands_threads>(n * n, [&](int x) {
-    const int t = x / n, j = x % n;
-    if (j > t) dot[t * C + j] = ws[rec.dot() + t * C + j] = ws[rec.sigma() + t * C + j] = 0.0f;
-  });
+  // The chunk's keyed operands into the record: the carry keys ρ_L ⊙ w, Γ ⊙ sq, G, Γ, Γ⁻, Γ_L.
+  const auto write_keyed_operands = [&] {
+    for_each<operands_threads>(n * K, [&](int x) {
+      const int t = x / K, i = x % K, at = t * KP + i;
+      ws[rec.carry() + x] = mul_rn(decay_ratio(strong, gam[L * KP + i], gin[at], G[L * KP + i], G[at]), w[at]);
+      ws[rec.gsq() + x] = mul_rn(gam[at], sq[at]);
+      ws[rec.G() + x] = G[at];
+      ws[rec.gam() + x] = gam[at];
+      ws[rec.gin() + x] = gin[at];
+      if (t == L) ws[rec.gamma_last() + i] = gam[at];
+    });
+  };
+  if (strong) {
+    // A / r and σ over the pairs j <= t, one pair a thread, both sums from one decay ratio ρ_tj,i a term:
+    // keyed_pair_sum's terms in its order, so the same bits, with ρ and the loads of w_j shared (the
+    // rows padded: threads of a warp read different rows j). The pairs j > t are zeros. With one gate a
+    // head every channel's G, Γ, Γ⁻ are the head's, so ρ_tj,i is one value for every i: one exponential
+    // a pair rather than K, the same terms.
+    const bool channel_gated = p.gate == delta_rule_gate::per_channel;
+    for_each<operands_threads>(n * (n + 1) / 2, [&](int x) {
+      const int t = triangle_row(x), j = x - t * (t + 1) / 2;
+      const bool with_a = erases && j < t;
+      const float *e_t = e + t * KP, *sq_t = sq + t * KP, *w_j = w + j * KP, *gam_t = gam + t * KP,
+                  *gin_j = gin + j * KP, *G_t = G + t * KP, *G_j = G + j * KP;
+      float d = 0.0f, s = 0.0f;
+      const float head_rho = channel_gated ? 0.0f : decay_ratio(strong, gam_t[0], gin_j[0], G_t[0], G_j[0]);
+      for (int i = 0; i < K; ++i) {
+        const float rho = channel_gated ? decay_ratio(strong, gam_t[i], gin_j[i], G_t[i], G_j[i]) : head_rho;
+        if (with_a) d = fma_rn(mul_rn(e_t[i], rho), w_j[i], d);
+        s = fma_rn(mul_rn(sq_t[i], rho), w_j[i], s);
+      }
+      dot[t * C + j] = d;
+      ws[rec.dot() + t * C + j] = d;
+      ws[rec.sigma() + t * C + j] = s;
+    });
+    for_each<operands_threads>(n * n, [&](int x) {
+      const int t = x / n, j = x % n;
+      if (j > t) dot[t * C + j] = ws[rec.dot() + t * C + j] = ws[rec.sigma() + t * C + j] = 0.0f;
+    });
+  } else {
+    // A factored chunk (ρ_tj,i = Γ_t,i Γ⁻_j,i): A / r = (Γ e)(Γ⁻ w)ᵀ and σ = (Γ sq)(Γ⁻ w)ᵀ, two products
+    // over the channels from +0, i rising (factored_keys; register tiles, or the tensor cores with tf32).
+    // The keyed operands go to the record first; then Γ e over G (not read again), Γ sq over sq, Γ⁻ w
+    // over w.
+    write_keyed_operands();
+    __syncthreads();
+    for_each<operands_threads>(n * K, [&](int x) {
+      const int at = (x / K) * KP + x % K;
+      const factored_keys f = factored_keys_of(gam[at], gin[at], e[at], sq[at], w[at]);
+      G[at] = f.gam_e;
+      sq[at] = f.gam_sq;
+      w[at] = f.gin_w;
+    });
+    __syncthreads();
+    if (erases)
+      product_sums<2, 4, operands_threads>(
+          a.tensor_cores(), n, n, [](int, int) { return 0.0f; },
+          [&](int t, int j, float acc) { dot[t * C + j] = ws[rec.dot() + t * C + j] = j < t ? acc : 0.0f; },
+          run_of<terms::all>({G, KP, 1}, {w, KP, 1}, K));
+    else
+      for_each<operands_threads>(n * n,
+                                 [&](int x) { dot[(x / n) * C + x % n] = ws[rec.dot() + (x / n) * C + x % n] = 0.0f; });
+    product_sums<2, 4, operands_threads>(
+        a.tensor_cores(), n, n, [](int, int) { return 0.0f; },
+        [&](int t, int j, float acc) { ws[rec.sigma() + t * C + j] = j <= t ? acc : 0.0f; },
+        run_of<terms::all>({sq, KP, 1}, {w, KP, 1}, K));
+  }
   __syncthreads();
   for_each<operands_threads>(n, [&](int j) {  // 𝒯, one thread a column, rows in order
     for (int t = 0; t < n; ++t) {
@@ -270,16 +316,9 @@ __global__ void __launch_bounds__(operands_threads) operands_kernel(const launch
       Tm[t * C + j] = t < j ? 0.0f : t == j ? 1.0f : -acc;
     }
   });
-  // While 64 threads solve for 𝒯, the others write the chunk's keyed operands and form X.
-  for_each<operands_threads>(n * K, [&](int x) {
-    const int t = x / K, i = x % K, at = t * KP + i;
-    ws[rec.carry() + x] = mul_rn(decay_ratio(strong, gam[L * KP + i], gin[at], G[L * KP + i], G[at]), w[at]);
-    ws[rec.gsq() + x] = mul_rn(gam[at], sq[at]);
-    ws[rec.G() + x] = G[at];
-    ws[rec.gam() + x] = gam[at];
-    ws[rec.gin() + x] = gin[at];
-    if (t == L) ws[rec.gamma_last() + i] = gam[at];
-  });
+  // While 64 threads solve for 𝒯, the others write the chunk's keyed operands (a strongly decaying
+  // chunk's: a factored one's are written) and form X.
+  if (strong) write_keyed_operands();
   // X = r Γ ⊙ e, over e (each element by its own thread; e is not read again).
   for_each<operands_threads>(n * K, [&](int x) {
     const int t = x / K, at = t * KP + x % K;
@@ -720,18 +759,71 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
         return channel_inputs{e + il,  w + il,  sq + il,      gam + il,     gin + il, G + il,
                               dX + il, columns, da + il * CP, dc + il * CP, R[il]};
       };
-      for_each<channels_threads>(n * columns, [&](int x) {
-        const int t = x / columns, il = x % columns, i = i0 + il;
-        const channel_inputs ch = channel_of(il);
-        const channel_token_gradient g = channel_token(ch, pairs, t, n, erases, decays, strong);
-        const long long at = ((static_cast<long long>(b) * p.tokens + t0 + t) * p.heads + h) * K + i;
+      // This value head's share of dq and dk at (token t, channel i0 + il).
+      const auto add_dq = [&](int t, int il, float dsq) {
+        const int acc = t * K + i0 + il;
+        dq[acc] = u == 0 ? mul_rn(p.tau, dsq) : add_rn(dq[acc], mul_rn(p.tau, dsq));
+      };
+      const auto add_dk = [&](int t, int il, const channel_token_gradient& g) {
         const float dk_h = key_gradient(p.rule, g);
-        if (p.rule == delta_rule_kind::two_key) bp.dkappa[at] = g.dw;
-        const int acc = t * K + i;
+        if (p.rule == delta_rule_kind::two_key)
+          bp.dkappa[((static_cast<long long>(b) * p.tokens + t0 + t) * p.heads + h) * K + i0 + il] = g.dw;
+        const int acc = t * K + i0 + il;
         dk[acc] = u == 0 ? dk_h : add_rn(dk[acc], dk_h);
-        dq[acc] = u == 0 ? mul_rn(p.tau, g.dsq) : add_rn(dq[acc], mul_rn(p.tau, g.dsq));
-        direct[x] = g.direct;
-      });
+      };
+      if (strong) {  // ρ per pair: channel_token, a thread a (token, channel)
+        for_each<channels_threads>(n * columns, [&](int x) {
+          const int t = x / columns, il = x % columns;
+          const channel_token_gradient g = channel_token(channel_of(il), pairs, t, n, erases, decays, strong);
+          add_dq(t, il, g.dsq);
+          add_dk(t, il, g);
+          direct[x] = g.direct;
+        });
+      } else {  // factored: three products (factored_channel), their columns where the prefixes go next
+        float *gin_w = prefix, *gam_sq = gin_w + C * columns, *gam_e = gam_sq + C * columns, *de = gam_e + C * columns;
+        for_each<channels_threads>(n * columns, [&](int x) {
+          const int t = x / columns, il = x % columns;
+          const channel_inputs ch = channel_of(il);
+          const factored_channel f{ch, pairs, n};
+          gin_w[x] = f.gin_w(t);
+          gam_sq[x] = f.gam_sq(t);
+          gam_e[x] = f.gam_e(t);
+          if (decays) direct[x] = channel_direct(ch, pairs, t, n, erases);
+        });
+        __syncthreads();
+        const auto with_channel = [&](int il, auto&& use) {
+          const channel_inputs ch = channel_of(il);
+          return use(factored_channel{ch, pairs, n});
+        };
+        const bool tensor_cores = a.tensor_cores();
+        product_sums<1, 1, channels_threads>(
+            tensor_cores, n, columns,
+            [&](int t, int il) { return with_channel(il, [&](const factored_channel& f) { return f.dsq_begin(t); }); },
+            [&](int t, int il, float acc) {
+              add_dq(t, il, with_channel(il, [&](const factored_channel& f) { return f.dsq(t, acc); }));
+            },
+            run_of<terms::through_row>({dsigma, CP, 1}, {gin_w, 1, columns}, n));
+        if (erases)
+          product_sums<1, 1, channels_threads>(
+              tensor_cores, n, columns,
+              [&](int t, int il) { return with_channel(il, [&](const factored_channel& f) { return f.de_begin(t); }); },
+              [&](int t, int il, float acc) {
+                de[t * columns + il] = with_channel(il, [&](const factored_channel& f) { return f.de(t, acc); });
+              },
+              run_of<terms::through_row>({dAr, CP, 1}, {gin_w, 1, columns}, n));
+        __syncthreads();  // de complete
+        product_sums<1, 1, channels_threads>(
+            tensor_cores, n, columns,
+            [&](int t, int il) { return with_channel(il, [&](const factored_channel& f) { return f.dw_begin(t); }); },
+            [&](int t, int il, float acc) {
+              channel_token_gradient g{};
+              g.dw = with_channel(il, [&](const factored_channel& f) { return f.dw(t, acc); });
+              if (erases) g.de = de[t * columns + il];
+              add_dk(t, il, g);
+            },
+            run_of<terms::from_row>({dsigma, 1, CP}, {gam_sq, 1, columns}, n),
+            run_of<terms::from_row>({dAr, 1, CP}, {gam_e, 1, columns}, erases ? n : 0));
+      }
       if (channel_gated)  // the decay ratios' part of the gates, prefix_channels channels at a time
         for (int c0l = 0; c0l < columns; c0l += prefix_channels) {
           __syncthreads();  // the previous channels' prefixes read

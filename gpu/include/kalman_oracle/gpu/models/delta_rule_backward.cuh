@@ -70,14 +70,26 @@ KALMAN_ORACLE_HD bool channel_gates(Gate&& g, int n, bool decays, float* G, floa
   return decays && n > 0 && G[(n - 1) * ld] < delta_rule_factored_log_decay_floor;
 }
 
-/// Σ_i x_ti ρ_tj,i w_ji over the K channels, i rising: the chunk's A_tj / r_t (x = e) and its scores σ_tj
-/// (x = sq). Rows t and j of each C × K operand (channel i at [i]).
+/// Σ_i x_ti ρ_tj,i w_ji over the K channels, i rising: a strongly decaying chunk's A_tj / r_t (x = e) and
+/// its scores σ_tj (x = sq). Rows t and j of each C × K operand (channel i at [i]). A factored chunk's:
+/// factored_keys.
 KALMAN_ORACLE_HD float keyed_pair_sum(const float* x_t, const float* w_j, const float* gam_t, const float* gin_j,
                                       const float* G_t, const float* G_j, bool strong, int K) {
   float acc = 0.0f;
   for (int i = 0; i < K; ++i)
     acc = fma_rn(mul_rn(x_t[i], decay_ratio(strong, gam_t[i], gin_j[i], G_t[i], G_j[i])), w_j[i], acc);
   return acc;
+}
+
+/// A factored chunk's keyed operands at one (token, channel): ρ_tj = Γ_t Γ⁻_j split between a pair's two
+/// sides, Γ e and Γ sq on the row's, Γ⁻ w on the column's. A / r_tj = Σ_i (Γ e)_ti (Γ⁻ w)_ji and
+/// σ_tj = Σ_i (Γ sq)_ti (Γ⁻ w)_ji, from +0, i rising (launch 1's products: the same terms as
+/// keyed_pair_sum's, associated the other way, as the forward's chunks and fla's are).
+struct factored_keys {
+  float gam_e, gam_sq, gin_w;
+};
+KALMAN_ORACLE_HD factored_keys factored_keys_of(float gam, float gin, float e, float sq, float w) {
+  return {mul_rn(gam, e), mul_rn(gam, sq), mul_rn(gin, w)};
 }
 
 /// One channel i of a chunk, as the last launch reads it: element t of e, w, sq, Γ, Γ⁻, G and dX at
@@ -149,13 +161,25 @@ struct channel_token_gradient {
   float direct;  ///< dΓ_t Γ_t through Γ_t alone (X, Γ ⊙ sq, the carry's Γ_L): every g_s, s <= t, shares it
 };
 
-/// docs/gradients.md's steps 1–8 for one (token t, channel i), every pair sum folded as it is met:
+/// The log gates' cotangent through Γ_t alone (channel_token_gradient::direct) of channel i at token t:
+/// ([t = L] R + da_t sq_t + dX_t r_t e_t) Γ_t, the sum from [t = L] R in the order written.
+KALMAN_ORACLE_HD float channel_direct(const channel_inputs& c, const pair_inputs& p, int t, int n, bool erases) {
+  const int ld = c.ld;
+  float dgam = t == n - 1 ? c.R : 0.0f;
+  dgam = fma_rn(c.da[t], c.sq[t * ld], dgam);
+  if (erases) dgam = fma_rn(c.dX[t * ld], mul_rn(p.r[t], c.e[t * ld]), dgam);
+  return mul_rn(dgam, c.gam[t * ld]);
+}
+
+/// docs/gradients.md's steps 1–8 for one (token t, channel i) of a strongly decaying chunk (ρ per pair),
+/// every pair sum folded as it is met:
 ///   dsq_t   = da_t Γ_t + Σ_{m ≤ t} dσ_tm ρ_tm w_m
 ///   de_t    = Σ_{j < t} dA_tj r_t ρ_tj w_j + dX_t r_t Γ_t
 ///   dw_t    = Σ_{a ≥ t} h_at ρ_at
-///   direct  = ([t = L] R + da_t sq_t + dX_t r_t e_t) Γ_t
+///   direct  = channel_direct
 /// each sum from +0 in the order written, one fma a term. The decay ratios' part of the gates is
-/// decay_prefix's and decay_gate_share's.
+/// decay_prefix's and decay_gate_share's. A factored chunk takes the same sums as matrix products
+/// instead (factored_channel).
 KALMAN_ORACLE_HD channel_token_gradient channel_token(const channel_inputs& c, const pair_inputs& p, int t, int n,
                                                       bool erases, bool decays, bool strong) {
   const int L = n - 1, ld = c.ld;
@@ -172,14 +196,42 @@ KALMAN_ORACLE_HD channel_token_gradient channel_token(const channel_inputs& c, c
   float dw = 0.0f;
   for (int a = t; a <= L; ++a) dw = fma_rn(q.h(a, t), q.rho(a, t), dw);
   out.dw = dw;
-  if (decays) {
-    float dgam = t == L ? c.R : 0.0f;
-    dgam = fma_rn(c.da[t], c.sq[t * ld], dgam);
-    if (erases) dgam = fma_rn(c.dX[t * ld], mul_rn(r_t, c.e[t * ld]), dgam);
-    out.direct = mul_rn(dgam, gam_t);
-  }
+  if (decays) out.direct = channel_direct(c, p, t, n, erases);
   return out;
 }
+
+/// channel_token's dsq, de and dw in a factored chunk (not strongly decaying: ρ_aj,i = Γ_a,i Γ⁻_j,i), as
+/// three matrix products over the chunk's pair cotangents, each column scaled before and each row after:
+///   dsq_t = Γ_t (da_t + Σ_{m ≤ t} dσ_tm (Γ⁻ w)_m)
+///   de_t  = Γ_t (dX_t r_t + Σ_{j ≤ t} dA_tj r_t (Γ⁻ w)_j)                          (dA_tt r_t = 0)
+///   dw_t  = Γ⁻_t (dc_t Γ_L + Σ_{a ≥ t} dσ_at (Γ sq)_a + Σ_{a ≥ t} dA_at r_a (Γ e)_a)  (dA_tt r_t = 0)
+/// (docs/kernels.md, "The channels' sums as products"). Each sum is acc = begin, then its runs' terms,
+/// index rising, one fma a term: the device's register tiles (tiled_sums.cuh) run exactly that chain,
+/// its tensor cores (tf32) the same TF32-rounded terms in their own order. The same algebra as
+/// channel_token's (h_at ρ_at = Γ⁻_t h_at Γ_a): other roundings, both within the tiers, which cover
+/// both associations of the decays (docs/error-model.md). Columns: (Γ⁻ w)_t, (Γ sq)_t, (Γ e)_t.
+struct factored_channel {
+  const channel_inputs& c;
+  const pair_inputs& p;
+  int n;
+  KALMAN_ORACLE_HD float gin_w(int t) const { return mul_rn(c.gin[t * c.ld], c.w[t * c.ld]); }
+  KALMAN_ORACLE_HD float gam_sq(int t) const { return mul_rn(c.gam[t * c.ld], c.sq[t * c.ld]); }
+  KALMAN_ORACLE_HD float gam_e(int t) const {
+    // (Planted bug gpu_factored_channel_erase_key_unscaled: (Γ e)_t taken as e_t, the decay left out.)
+    return KALMAN_ORACLE_MUTANT(gpu_factored_channel_erase_key_unscaled, mul_rn(c.gam[t * c.ld], c.e[t * c.ld]),
+                                c.e[t * c.ld]);
+  }
+  KALMAN_ORACLE_HD float dsq_begin(int t) const { return c.da[t]; }
+  KALMAN_ORACLE_HD float de_begin(int t) const { return mul_rn(c.dX[t * c.ld], p.r[t]); }
+  /// dc_t Γ_L: the carry's term (a = L of h_at ρ_at).
+  KALMAN_ORACLE_HD float dw_begin(int t) const {
+    // (Planted bug gpu_delta_rule_backward_drops_carry_key: the carry's cotangent of the keys and decays.)
+    return KALMAN_ORACLE_MUTANT(gpu_delta_rule_backward_drops_carry_key, mul_rn(c.dc[t], c.gam[(n - 1) * c.ld]), 0.0f);
+  }
+  KALMAN_ORACLE_HD float dsq(int t, float acc) const { return mul_rn(c.gam[t * c.ld], acc); }
+  KALMAN_ORACLE_HD float de(int t, float acc) const { return mul_rn(c.gam[t * c.ld], acc); }
+  KALMAN_ORACLE_HD float dw(int t, float acc) const { return mul_rn(c.gin[t * c.ld], acc); }
+};
 
 /// The key's gradient of one value head from channel_token's: β-form rules dk = de + dw (e = w = k), the
 /// two-key rule dk = de (dw is dκ), GLA dk = dw (w = k, no erase).

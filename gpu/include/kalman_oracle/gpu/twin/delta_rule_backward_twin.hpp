@@ -7,7 +7,8 @@
 // theirs, so kernel and twin then agree to the tf32-tc budget, not bit for bit. Per chunk of C =
 // delta_rule_backward_chunk_tokens tokens (notation of that header):
 //   1. operands: G_t = G_{t−1} + g_t from 0, Γ = e^G, Γ⁻ = e^{−G} (exp_within_one_ulp); A_tj / r_t and
-//      σ_tj (keyed_pair_sum); 𝒯 = (I + A)⁻¹ by forward substitution, a column at a time
+//      σ_tj (a factored chunk: products of factored_keys, on the tensor cores with tf32 operands; a
+//      strongly decaying one: keyed_pair_sum); 𝒯 = (I + A)⁻¹ by forward substitution, a column at a time
 //      (𝒯_tj = −Σ_{m=j}^{t−1} A_tm 𝒯_mj, A_tm = r_t (A_tm / r_t)); X = r Γ ⊙ e, W = 𝒯X, U = 𝒯(r v),
 //      carry keys ρ_L ⊙ w, Γ ⊙ sq;
 //   2. states, chunks in order: S (start), Ũ = U − W S, S' = Γ_L ⊙ S + Σ_m (ρ_Lm ⊙ w_m) Ũ_mᵀ;
@@ -17,7 +18,9 @@
 //   4. the sums over values: R, dc, da, dσ, dW = −dŨ Sᵀ, dY = 𝒯ᵀ dŨ (dv = r dY), d𝒯 = dŨ Yᵀ + dW Xᵀ,
 //      dX = 𝒯ᵀ dW, M = 𝒯ᵀ d𝒯, dA_tj = −Σ_{b ≤ j} M_tb 𝒯_jb, the row scales'
 //      Σ_j dY_tj v_tj + Σ_{j<t} dA_tj A_tj / r_t;
-//   5. per (token, channel): channel_token; the gates' cotangents by decay_prefix, decay_gate_share and
+//   5. per (token, channel): dq and dk (a factored chunk: factored_channel's three products, on the tensor
+//      cores with tf32 operands; a strongly decaying one: channel_token); the gates' cotangents by
+//      channel_direct, decay_prefix, decay_gate_share and
 //      gate_cotangents (one gate a head, GDN: once a head, from the channels' sums and head_pairs);
 //      dβ_t += Σ_i dX_ti Γ_ti e_ti; dk and dq summed over a key head's value heads in order.
 #pragma once
@@ -83,15 +86,28 @@ void backward_chunk_operands(const delta_rule_problem& p, const delta_rule_reade
   for (int i = 0; i < K; ++i)
     strong = channel_gates([&](int t) { return in.g(c0 + t, i); }, n, decays, G + i, gam + i, gin + i, K) || strong;
   ws[rec.strong()] = strong ? 1.0f : 0.0f;
-  for (int t = 0; t < n; ++t)
-    for (int j = 0; j < n; ++j) {
-      dot[t * C + j] = erases && j < t ? keyed_pair_sum(&x.e[t * K], &x.w[j * K], gam + t * K, gin + j * K, G + t * K,
-                                                        G + j * K, strong, K)
-                                       : 0.0f;
-      sigma[t * C + j] =
-          j <= t ? keyed_pair_sum(&x.sq[t * K], &x.w[j * K], gam + t * K, gin + j * K, G + t * K, G + j * K, strong, K)
-                 : 0.0f;
+  if (strong) {  // ρ per pair
+    for (int t = 0; t < n; ++t)
+      for (int j = 0; j < n; ++j) {
+        dot[t * C + j] = erases && j < t ? keyed_pair_sum(&x.e[t * K], &x.w[j * K], gam + t * K, gin + j * K, G + t * K,
+                                                          G + j * K, strong, K)
+                                         : 0.0f;
+        sigma[t * C + j] = j <= t ? keyed_pair_sum(&x.sq[t * K], &x.w[j * K], gam + t * K, gin + j * K, G + t * K,
+                                                   G + j * K, strong, K)
+                                  : 0.0f;
+      }
+  } else {  // factored: the kernel's two products over the channels (factored_keys)
+    std::vector<float> gam_e(n * K), gam_sq(n * K), gin_w(n * K);
+    for (int at = 0; at < n * K; ++at) {
+      const factored_keys f = factored_keys_of(gam[at], gin[at], x.e[at], x.sq[at], x.w[at]);
+      gam_e[at] = f.gam_e, gam_sq[at] = f.gam_sq, gin_w[at] = f.gin_w;
     }
+    for (int t = 0; t < n; ++t)
+      for (int j = 0; j < n; ++j) {
+        dot[t * C + j] = erases && j < t ? product_sum(tf32, 0.0f, &gam_e[t * K], 1, &gin_w[j * K], 1, K) : 0.0f;
+        sigma[t * C + j] = j <= t ? product_sum(tf32, 0.0f, &gam_sq[t * K], 1, &gin_w[j * K], 1, K) : 0.0f;
+      }
+  }
   for (int j = 0; j < n; ++j)  // 𝒯, a column at a time
     for (int t = 0; t < n; ++t) {
       float acc = 0.0f;
@@ -232,8 +248,10 @@ void backward_chunk_channels(const delta_rule_backward_problem& bp, const delta_
   const long long row0 = first_row(p, s);
   const int C = rec.C, K = rec.K, group = p.key_head_group, H = p.heads / group;
   const bool erases = p.rule != delta_rule_kind::gla, channel_gated = p.gate == delta_rule_gate::per_channel,
-             head_gated = p.gate == delta_rule_gate::per_head, decays = channel_gated || head_gated;
+             head_gated = p.gate == delta_rule_gate::per_head, decays = channel_gated || head_gated,
+             tf32 = bp.operands == delta_rule_backward_operands::tf32;
   std::vector<float> dk(C * K, 0.0f), dq(C * K, 0.0f);
+  std::vector<float> gin_w(C), gam_sq(C), gam_e(C);  // a factored chunk's columns (factored_channel)
   for (int u = 0; u < group; ++u) {
     const long long h = key_head * group + u;
     const delta_rule_reader<In> in = sequence_reader<In>(p, s, h);
@@ -248,8 +266,22 @@ void backward_chunk_channels(const delta_rule_backward_problem& bp, const delta_
           &x.e[i],          &x.w[i],           &x.sq[i], ws + rec.gam() + i,    ws + rec.gin() + i,
           ws + rec.G() + i, ws + rec.dX() + i, K,        ws + rec.da() + i * C, ws + rec.dc() + i * C,
           ws[rec.R() + i]};
+      const factored_channel f{ch, pairs, n};
+      if (!strong)
+        for (int t = 0; t < n; ++t) gin_w[t] = f.gin_w(t), gam_sq[t] = f.gam_sq(t), gam_e[t] = f.gam_e(t);
       for (int t = 0; t < n; ++t) {
-        const channel_token_gradient g = channel_token(ch, pairs, t, n, erases, decays, strong);
+        // ρ per pair (strong): channel_token; factored: the kernel's three products' chains.
+        channel_token_gradient g{};
+        if (strong) {
+          g = channel_token(ch, pairs, t, n, erases, decays, strong);
+        } else {
+          g.dsq = f.dsq(t, product_sum(tf32, f.dsq_begin(t), pairs.dsigma + t * C, 1, gin_w.data(), 1, t + 1));
+          if (erases) g.de = f.de(t, product_sum(tf32, f.de_begin(t), pairs.dAr + t * C, 1, gin_w.data(), 1, t + 1));
+          float acc = product_sum(tf32, f.dw_begin(t), pairs.dsigma + t * C + t, C, &gam_sq[t], 1, n - t);
+          if (erases) acc = product_sum(tf32, acc, pairs.dAr + t * C + t, C, &gam_e[t], 1, n - t);
+          g.dw = f.dw(t, acc);
+          if (decays) g.direct = channel_direct(ch, pairs, t, n, erases);
+        }
         const long long at = ((row0 + c0 + t) * p.heads + h) * K + i;
         const float dk_h = key_gradient(p.rule, g);
         if (p.rule == delta_rule_kind::two_key) bp.dkappa[at] = g.dw;
