@@ -8,8 +8,8 @@
 //   4. value sums (a block of 1024 a (batch row, value head, chunk), 16 value columns at a time
 //                 through shared memory): R, dc, da, dσ, dW, dY (dv), d𝒯, dX, dA;
 //   5. channels   (a block of 1024 a (batch row, key head, chunk), 16 channels at a time, the group's
-//                 value heads in order): dq and dk (a factored chunk: three products, factored_channel;
-//                 a strongly decaying one: channel_token per (token, channel)), the decay ratios' prefixes
+//                 value heads in order): dq and dk (a factored chunk, without a gate a channel: three
+//                 products, factored_channel; else channel_token per (token, channel)), the decay ratios' prefixes
 //                 for the gates (a gate a channel: four channels at a time; one gate a head: the head's,
 //                 once, from σ and A / r: head_pairs); dq, dk, dκ, dg, dβ.
 // Every element is computed by one thread with the arithmetic of models/delta_rule_backward.cuh that the
@@ -18,7 +18,7 @@
 // elements, each in its own order), the pair sums and prefixes by the model's functions. Kernel and
 // twin agree bit for bit, and no atomics: run to run bit-identical. Binary32 on the CUDA cores: see
 // delta_rule_backward.hpp for why, docs/kernels.md for what it costs. With
-// delta_rule_backward_operands::tf32 the products of launches 1 to 4 go to the tensor cores instead
+// delta_rule_backward_operands::tf32 the products of launches 1 to 5 go to the tensor cores instead
 // (product_sums: mma_sums.cuh, TF32 operands), kernel and twin then within the tf32-tc budget of each
 // other (docs/kernels.md, "Tensor-core products (tf32)"); still no atomics, the same bits run to run.
 #include <cuda_runtime.h>
@@ -111,7 +111,7 @@ struct launch_args {
   backward_record rec;
   delta_rule_chunk_map map;
   float* ws;
-  /// Whether the products of launches 1 to 4 run on the tensor cores (delta_rule_backward_operands::tf32).
+  /// Whether the products of launches 1 to 5 run on the tensor cores (delta_rule_backward_operands::tf32).
   __device__ bool tensor_cores() const { return bp.operands == delta_rule_backward_operands::tf32; }
   __device__ float* record(long long h, long long g) const {
     return ws + (h * map.total_chunks + g) * static_cast<long long>(rec.size());
@@ -683,7 +683,9 @@ __device__ __forceinline__ void decay_gate_shares(int sets, int n, float* prefix
   __syncthreads();
 }
 
-template <class In>
+/// Factored: whether a factored chunk takes its dq and dk sums as products (factored_channel); launched
+/// so only for rules without a gate a channel (factored_products). Without, every chunk runs channel_token.
+template <class In, bool Factored>
 __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch_args a) {
   extern __shared__ float shared[];
   const delta_rule_backward_problem& bp = a.bp;
@@ -771,7 +773,7 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
         const int acc = t * K + i0 + il;
         dk[acc] = u == 0 ? dk_h : add_rn(dk[acc], dk_h);
       };
-      if (strong) {  // ρ per pair: channel_token, a thread a (token, channel)
+      if (strong || !Factored) {  // channel_token, a thread a (token, channel)
         for_each<channels_threads>(n * columns, [&](int x) {
           const int t = x / columns, il = x % columns;
           const channel_token_gradient g = channel_token(channel_of(il), pairs, t, n, erases, decays, strong);
@@ -945,7 +947,9 @@ void launch(const delta_rule_backward_problem& bp, float* workspace, const bool 
   allow_shared(states_kernel<In>, states, "cudaFuncSetAttribute(states_kernel)");
   allow_shared(cotangents_kernel, cotangents, "cudaFuncSetAttribute(cotangents_kernel)");
   allow_shared(value_sums_kernel<In>, value_sums, "cudaFuncSetAttribute(value_sums_kernel)");
-  allow_shared(channels_kernel<In>, channels, "cudaFuncSetAttribute(channels_kernel)");
+  const bool factored = factored_products(bp.forward.gate);
+  allow_shared(factored ? channels_kernel<In, true> : channels_kernel<In, false>, channels,
+               "cudaFuncSetAttribute(channels_kernel)");
   const dim3 per_chunk(static_cast<unsigned>(chunks), HV, 1), per_columns(static_cast<unsigned>(V / columns), HV, N);
   if (which[0] && chunks > 0) operands_kernel<In><<<per_chunk, operands_threads, operands, stream>>>(a);
   check_cuda(cudaGetLastError(), "operands_kernel");
@@ -956,7 +960,9 @@ void launch(const delta_rule_backward_problem& bp, float* workspace, const bool 
   if (which[3] && chunks > 0) value_sums_kernel<In><<<per_chunk, value_sums_threads, value_sums, stream>>>(a);
   check_cuda(cudaGetLastError(), "value_sums_kernel");
   if (which[4] && chunks > 0)
-    channels_kernel<In><<<dim3(static_cast<unsigned>(chunks), H, 1), channels_threads, channels, stream>>>(a);
+    (factored ? channels_kernel<In, true>
+              : channels_kernel<
+                    In, false>)<<<dim3(static_cast<unsigned>(chunks), H, 1), channels_threads, channels, stream>>>(a);
   check_cuda(cudaGetLastError(), "channels_kernel");
 }
 

@@ -26,8 +26,9 @@ namespace kalman_oracle::gpu {
 /// The arithmetic of the matrix products (docs/kernels.md, "The chunked delta-rule memory (backward)"):
 ///   f32  binary32 fused multiply-adds on the CUDA cores, every sum in a fixed order: kernel = twin bit
 ///        for bit, judged by the fixtures' binary32 gradient budgets (`--arithmetic f32`);
-///   tf32 the products of launches 1 to 4 that docs/gradients.md's table of tensor-core adjoints lists
-///        (W, U, Ũ, S', dŨ, dS, dc, da, dσ, dW, dY, d𝒯, dX) on the tensor cores: operands rounded to TF32
+///   tf32 the products that docs/gradients.md's table of tensor-core adjoints lists (W, U, Ũ, S', dŨ,
+///        dS, dc, da, dσ, dW, dY, d𝒯, dX; a factored chunk's A / r, σ and, without a gate a channel, its
+///        sums for dq and dk) on the tensor cores: operands rounded to TF32
 ///        (nearest, ties to even), binary32 accumulation in the tensor cores' order (mma.sync m16n8k8);
 ///        everything else as f32. The `tf32-tc` tier (`--arithmetic tf32-tc`); kernel and twin agree
 ///        to that tier's budget, not bit for bit.

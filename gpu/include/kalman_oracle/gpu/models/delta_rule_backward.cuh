@@ -200,12 +200,19 @@ KALMAN_ORACLE_HD channel_token_gradient channel_token(const channel_inputs& c, c
   return out;
 }
 
+/// Whether launch 5 takes a factored chunk's dq and dk sums as products (factored_channel): for the rules
+/// without a gate a channel (DeltaNet, GDN, the two-key rule). With one (GLA, KDA) it keeps channel_token:
+/// on the device the products' registers (inlined beside the decay prefixes of every channel, launch 5's
+/// other heavy part) raised the launch's spills from 40 to 152 bytes a thread and slowed KDA's launch
+/// 17.7 → 19.7 ms (H200, 2026-12-06), more than the products saved (docs/kernels.md, "Pair sums as products").
+KALMAN_ORACLE_HD bool factored_products(delta_rule_gate gate) { return gate != delta_rule_gate::per_channel; }
+
 /// channel_token's dsq, de and dw in a factored chunk (not strongly decaying: ρ_aj,i = Γ_a,i Γ⁻_j,i), as
 /// three matrix products over the chunk's pair cotangents, each column scaled before and each row after:
 ///   dsq_t = Γ_t (da_t + Σ_{m ≤ t} dσ_tm (Γ⁻ w)_m)
 ///   de_t  = Γ_t (dX_t r_t + Σ_{j ≤ t} dA_tj r_t (Γ⁻ w)_j)                          (dA_tt r_t = 0)
 ///   dw_t  = Γ⁻_t (dc_t Γ_L + Σ_{a ≥ t} dσ_at (Γ sq)_a + Σ_{a ≥ t} dA_at r_a (Γ e)_a)  (dA_tt r_t = 0)
-/// (docs/kernels.md, "The channels' sums as products"). Each sum is acc = begin, then its runs' terms,
+/// (docs/kernels.md, "Pair sums as products"). Each sum is acc = begin, then its runs' terms,
 /// index rising, one fma a term: the device's register tiles (tiled_sums.cuh) run exactly that chain,
 /// its tensor cores (tf32) the same TF32-rounded terms in their own order. The same algebra as
 /// channel_token's (h_at ρ_at = Γ⁻_t h_at Γ_a): other roundings, both within the tiers, which cover

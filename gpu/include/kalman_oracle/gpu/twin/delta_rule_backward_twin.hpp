@@ -267,12 +267,13 @@ void backward_chunk_channels(const delta_rule_backward_problem& bp, const delta_
           ws + rec.G() + i, ws + rec.dX() + i, K,        ws + rec.da() + i * C, ws + rec.dc() + i * C,
           ws[rec.R() + i]};
       const factored_channel f{ch, pairs, n};
-      if (!strong)
+      const bool factored = !strong && factored_products(p.gate);
+      if (factored)
         for (int t = 0; t < n; ++t) gin_w[t] = f.gin_w(t), gam_sq[t] = f.gam_sq(t), gam_e[t] = f.gam_e(t);
       for (int t = 0; t < n; ++t) {
-        // ρ per pair (strong): channel_token; factored: the kernel's three products' chains.
+        // ρ per pair (strong), or a gate a channel: channel_token; factored: the kernel's three products' chains.
         channel_token_gradient g{};
-        if (strong) {
+        if (!factored) {
           g = channel_token(ch, pairs, t, n, erases, decays, strong);
         } else {
           g.dsq = f.dsq(t, product_sum(tf32, f.dsq_begin(t), pairs.dsigma + t * C, 1, gin_w.data(), 1, t + 1));
