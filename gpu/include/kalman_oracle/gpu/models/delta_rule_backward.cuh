@@ -171,15 +171,15 @@ KALMAN_ORACLE_HD float channel_direct(const channel_inputs& c, const pair_inputs
   return mul_rn(dgam, c.gam[t * ld]);
 }
 
-/// docs/gradients.md's steps 1–8 for one (token t, channel i) of a strongly decaying chunk (ρ per pair),
-/// every pair sum folded as it is met:
+/// docs/gradients.md's steps 1–8 for one (token t, channel i), every pair sum folded as it is met (ρ per
+/// pair: a strongly decaying chunk's, and every chunk's of a rule with a gate a channel, factored_products):
 ///   dsq_t   = da_t Γ_t + Σ_{m ≤ t} dσ_tm ρ_tm w_m
 ///   de_t    = Σ_{j < t} dA_tj r_t ρ_tj w_j + dX_t r_t Γ_t
 ///   dw_t    = Σ_{a ≥ t} h_at ρ_at
 ///   direct  = channel_direct
 /// each sum from +0 in the order written, one fma a term. The decay ratios' part of the gates is
-/// decay_prefix's and decay_gate_share's. A factored chunk takes the same sums as matrix products
-/// instead (factored_channel).
+/// decay_prefix's and decay_gate_share's. A factored chunk of the other rules takes the same sums as
+/// matrix products instead (factored_channel).
 KALMAN_ORACLE_HD channel_token_gradient channel_token(const channel_inputs& c, const pair_inputs& p, int t, int n,
                                                       bool erases, bool decays, bool strong) {
   const int L = n - 1, ld = c.ld;
@@ -201,7 +201,8 @@ KALMAN_ORACLE_HD channel_token_gradient channel_token(const channel_inputs& c, c
 }
 
 /// Whether launch 5 takes a factored chunk's dq and dk sums as products (factored_channel): for the rules
-/// without a gate a channel (DeltaNet, GDN, the two-key rule). With one (GLA, KDA) it keeps channel_token:
+/// without a gate a channel (DeltaNet, GDN). With one (GLA, KDA, the KDNs' two-key rule) it keeps
+/// channel_token:
 /// on the device the products' registers (inlined beside the decay prefixes of every channel, launch 5's
 /// other heavy part) raised the launch's spills from 40 to 152 bytes a thread and slowed KDA's launch
 /// 17.7 → 19.7 ms (H200, 2026-12-06), more than the products saved (docs/kernels.md, "Pair sums as products").

@@ -18,8 +18,8 @@
 //   4. the sums over values: R, dc, da, dσ, dW = −dŨ Sᵀ, dY = 𝒯ᵀ dŨ (dv = r dY), d𝒯 = dŨ Yᵀ + dW Xᵀ,
 //      dX = 𝒯ᵀ dW, M = 𝒯ᵀ d𝒯, dA_tj = −Σ_{b ≤ j} M_tb 𝒯_jb, the row scales'
 //      Σ_j dY_tj v_tj + Σ_{j<t} dA_tj A_tj / r_t;
-//   5. per (token, channel): dq and dk (a factored chunk: factored_channel's three products, on the tensor
-//      cores with tf32 operands; a strongly decaying one: channel_token); the gates' cotangents by
+//   5. per (token, channel): dq and dk (a factored chunk without a gate a channel: factored_channel's three
+//      products, on the tensor cores with tf32 operands; else channel_token); the gates' cotangents by
 //      channel_direct, decay_prefix, decay_gate_share and
 //      gate_cotangents (one gate a head, GDN: once a head, from the channels' sums and head_pairs);
 //      dβ_t += Σ_i dX_ti Γ_ti e_ti; dk and dq summed over a key head's value heads in order.
