@@ -781,7 +781,7 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
           add_dk(t, il, g);
           direct[x] = g.direct;
         });
-      } else {  // factored: three products (factored_channel), their columns where the prefixes go next
+      } else {  // factored: three products (factored_channel), their columns in the prefixes' region (free here)
         float *gin_w = prefix, *gam_sq = gin_w + C * columns, *gam_e = gam_sq + C * columns, *de = gam_e + C * columns;
         for_each<channels_threads>(n * columns, [&](int x) {
           const int t = x / columns, il = x % columns;
