@@ -17,7 +17,9 @@ Subcommands:
                --expect-difference (the meta-tests) pass only if they differ, first in that schedule.
   meta         copy the development to a temporary directory, plant one break (a textual
                replacement in a definition, from meta_breaks.txt), compile in order, and pass
-               only if compilation fails exactly in the expected file.
+               only if compilation fails exactly in the expected file. With --prebuilt, the
+               files before the broken one are taken from the compile tests' output where it is
+               current (the same source, the .vo no older than it) instead of compiled again.
 """
 
 import argparse
@@ -499,6 +501,21 @@ def read_breaks(path):
     return breaks
 
 
+def copy_prebuilt(src, prebuilt, vfile, work):
+    """Copy <prebuilt>/<vfile>o into `work` if it was compiled from the source as it is now: the
+    copy of the .v next to it equals the source, and the .vo is no older than that copy (the
+    compile test writes the copy, then the .vo). False (compile it here) otherwise. A break
+    planted in a later file cannot change an earlier file's .vo, so reusing it is exact."""
+    v, vo = os.path.join(prebuilt, vfile), os.path.join(prebuilt, vfile + "o")
+    if not (os.path.isfile(v) and os.path.isfile(vo)) or os.path.getmtime(vo) < os.path.getmtime(v):
+        return False
+    with open(v, "rb") as a, open(os.path.join(src, vfile), "rb") as b:
+        if a.read() != b.read():
+            return False
+    shutil.copyfile(vo, os.path.join(work, vfile + "o"))
+    return True
+
+
 def cmd_meta(args):
     brk = read_breaks(args.breaks)[args.name]
     target, find, replace = brk["file"], brk["find"], brk["replace"]
@@ -520,12 +537,28 @@ def cmd_meta(args):
         with open(path, "w", encoding="utf-8") as out:
             out.write(text.replace(find, replace))
         print("planted break %s in %s:\n  - %s\n  + %s" % (args.name, target, find, replace))
+        reused, reuse = [], bool(args.prebuilt)
         for f in files:
+            # Reuse stops at the first file compiled here: the later .vo were checked against the
+            # prebuilt one, not against this compile's.
+            reuse = reuse and f != target and copy_prebuilt(args.src, args.prebuilt, f, work)
+            if reuse:
+                reused.append(f)
+                continue
+            if reused:
+                print("%d file(s) before it taken compiled from %s" % (len(reused), args.prebuilt))
+                reused = []
             rc, output, secs = run_coqc(args.coqc, work, f)
             if f == target:
                 if rc == 0:
                     print("%s still compiles with the break planted: the proofs do not pin the "
                           "definition down (FAIL)" % f)
+                    return 1
+                # A failure to load the earlier files is not the break's doing (a stale .vo).
+                if re.search(r"makes inconsistent assumptions|Cannot find (a physical path|library)|"
+                             r"Unable to locate library", output):
+                    sys.stdout.write(output)
+                    print("%s fails to load the files before it, not because of the break (FAIL)" % f)
                     return 1
                 where = ""
                 m = re.search(r'File "[^"]*", line (\d+)', output)
@@ -581,6 +614,8 @@ def main():
     p.add_argument("--src", required=True)
     p.add_argument("--coqc", required=True)
     p.add_argument("--breaks", required=True)
+    p.add_argument("--prebuilt", metavar="DIR",
+                   help="the compile tests' output: reuse its current .vo of the earlier files")
     p.add_argument("name")
     args = parser.parse_args()
     return {"compile": cmd_compile, "lint": cmd_lint, "assumptions": cmd_assumptions,
