@@ -48,7 +48,9 @@ constexpr int C = delta_rule_backward_chunk_tokens;
 constexpr int operands_threads = 1024, value_sums_threads = 1024, channels_threads = 1024;
 /// Launches 2 and 3 run the chunks in order, a block a (batch row, value head, 16 value columns): 256
 /// blocks at B = 2, H = 16, V = 128, two an SM (their shared memory), so 512 threads a block give an SM
-/// 32 warps to hide its latencies with (H200, DeltaNet B = 2, T = 16384, H = 16: docs/kernels.md).
+/// 32 warps to hide its latencies with (H200, DeltaNet B = 2, T = 16384, H = 16: docs/kernels.md). Two
+/// an SM also need at most 64 registers a thread: launch 3 took 93 and so held one block an SM, its 256
+/// blocks in two waves (Nsight Compute, H100, 2026-12-06), hence its __launch_bounds__(state_threads, 2).
 constexpr int state_threads = 512;
 /// Value columns of a block of launches 2 and 3, and of a stage of launch 4; channels of a stage of
 /// launch 5 (K and V are multiples of 16: delta_rule_check).
@@ -405,7 +407,7 @@ __global__ void __launch_bounds__(state_threads) states_kernel(const launch_args
 }
 
 // ---- 3. cotangents --------------------------------------------------------------------------------
-__global__ void __launch_bounds__(state_threads) cotangents_kernel(const launch_args a) {
+__global__ void __launch_bounds__(state_threads, 2) cotangents_kernel(const launch_args a) {
   extern __shared__ float shared[];
   const delta_rule_backward_problem& bp = a.bp;
   const delta_rule_problem& p = bp.forward;
@@ -912,6 +914,9 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
 template <class Kernel>
 void allow_shared(Kernel kernel, std::size_t bytes, const char* name) {
   check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)), name);
+  // Every launch wants all the shared memory an SM has (launches 2 and 3: two blocks of about 111 KB).
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
+             name);
 }
 
 template <class In>
