@@ -915,8 +915,9 @@ template <class Kernel>
 void allow_shared(Kernel kernel, std::size_t bytes, const char* name) {
   check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)), name);
   // Every launch wants all the shared memory an SM has (launches 2 and 3: two blocks of about 111 KB).
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
-             name);
+  check_cuda(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
+      name);
 }
 
 template <class In>
