@@ -953,9 +953,10 @@ void launch(const delta_rule_backward_problem& bp, float* workspace, const bool 
   allow_shared(states_kernel<In>, states, "cudaFuncSetAttribute(states_kernel)");
   allow_shared(cotangents_kernel, cotangents, "cudaFuncSetAttribute(cotangents_kernel)");
   allow_shared(value_sums_kernel<In>, value_sums, "cudaFuncSetAttribute(value_sums_kernel)");
-  const bool factored = factored_products(bp.forward.gate);
-  allow_shared(factored ? channels_kernel<In, true> : channels_kernel<In, false>, channels,
-               "cudaFuncSetAttribute(channels_kernel)");
+  // Launch 5 as built for the rule (factored_products).
+  const auto channels_launch =
+      factored_products(bp.forward.gate) ? channels_kernel<In, true> : channels_kernel<In, false>;
+  allow_shared(channels_launch, channels, "cudaFuncSetAttribute(channels_kernel)");
   const dim3 per_chunk(static_cast<unsigned>(chunks), HV, 1), per_columns(static_cast<unsigned>(V / columns), HV, N);
   if (which[0] && chunks > 0) operands_kernel<In><<<per_chunk, operands_threads, operands, stream>>>(a);
   check_cuda(cudaGetLastError(), "operands_kernel");
@@ -966,9 +967,7 @@ void launch(const delta_rule_backward_problem& bp, float* workspace, const bool 
   if (which[3] && chunks > 0) value_sums_kernel<In><<<per_chunk, value_sums_threads, value_sums, stream>>>(a);
   check_cuda(cudaGetLastError(), "value_sums_kernel");
   if (which[4] && chunks > 0)
-    (factored ? channels_kernel<In, true>
-              : channels_kernel<
-                    In, false>)<<<dim3(static_cast<unsigned>(chunks), H, 1), channels_threads, channels, stream>>>(a);
+    channels_launch<<<dim3(static_cast<unsigned>(chunks), H, 1), channels_threads, channels, stream>>>(a);
   check_cuda(cudaGetLastError(), "channels_kernel");
 }
 

@@ -202,10 +202,10 @@ KALMAN_ORACLE_HD channel_token_gradient channel_token(const channel_inputs& c, c
 
 /// Whether launch 5 takes a factored chunk's dq and dk sums as products (factored_channel): for the rules
 /// without a gate a channel (DeltaNet, GDN). With one (GLA, KDA, the KDNs' two-key rule) it keeps
-/// channel_token:
-/// on the device the products' registers (inlined beside the decay prefixes of every channel, launch 5's
-/// other heavy part) raised the launch's spills from 40 to 152 bytes a thread and slowed KDA's launch
-/// 17.7 → 19.7 ms (H200, 2026-12-06), more than the products saved (docs/kernels.md, "Pair sums as products").
+/// channel_token: on the device the products' registers (inlined beside the decay prefixes of every
+/// channel, launch 5's other heavy part) raised the launch's spills from 40 to 152 bytes a thread and
+/// slowed KDA's launch 17.7 → 19.7 ms (H200, 2026-12-06), more than the products saved (docs/kernels.md,
+/// "Pair sums as products").
 KALMAN_ORACLE_HD bool factored_products(delta_rule_gate gate) { return gate != delta_rule_gate::per_channel; }
 
 /// channel_token's dsq, de and dw in a factored chunk (not strongly decaying: ρ_aj,i = Γ_a,i Γ⁻_j,i), as
