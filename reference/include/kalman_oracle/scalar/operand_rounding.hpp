@@ -13,6 +13,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -36,6 +37,13 @@ inline std::string_view to_string(operand_format f) {
     case operand_format::tf32: return "tf32";
   }
   throw std::invalid_argument("operand_format: unknown value");
+}
+
+/// The format whose to_string is `name`, or nothing (the caller reports a bad name with its own rule).
+inline std::optional<operand_format> operand_format_named(std::string_view name) {
+  for (const operand_format f : {operand_format::none, operand_format::bf16, operand_format::f16, operand_format::tf32})
+    if (to_string(f) == name) return f;
+  return std::nullopt;
 }
 
 /// Significand bits (the implicit bit included): bfloat16 8, binary16 11, TF32 11.
