@@ -8,10 +8,11 @@
 //   4. value sums (a block of 1024 a (batch row, value head, chunk), 16 value columns at a time
 //                 through shared memory): R, dc, da, dσ, dW, dY (dv), d𝒯, dX, dA;
 //   5. channels   (a block of 1024 a (batch row, key head, chunk), 16 channels at a time, the group's
-//                 value heads in order): dq and dk (a factored chunk, without a gate a channel: three
-//                 products, factored_channel; else channel_token per (token, channel)), the decay ratios' prefixes
-//                 for the gates (a gate a channel: four channels at a time; one gate a head: the head's,
-//                 once, from σ and A / r: head_pairs); dq, dk, dκ, dg, dβ.
+//                 value heads in order): dq and dk (a factored chunk: three products, factored_channel;
+//                 a strongly decaying one: channel_token per (token, channel)), dκ, dβ, and one gate a
+//                 head's dg (its decay ratios' prefixes once, from σ and A / r: head_pairs); then, for a
+//                 gate a channel, channel_gates (a block of 1024 a (value head, chunk)): every channel's
+//                 decay ratios' prefixes, four channels at a time, and dg.
 // Every element is computed by one thread with the arithmetic of models/delta_rule_backward.cuh that the
 // twin runs, from the same binary32 operands (staged in shared memory here, read from its vectors
 // there): the matrix-like sums by register tiles (tiled_sums.cuh: a thread sums a small tile of
@@ -685,9 +686,81 @@ __device__ __forceinline__ void decay_gate_shares(int sets, int n, float* prefix
   __syncthreads();
 }
 
-/// Factored: whether a factored chunk takes its dq and dk sums as products (factored_channel); launched
-/// so only for rules without a gate a channel (factored_products). Without, every chunk runs channel_token.
-template <class In, bool Factored>
+/// A slice of `columns` channels of a chunk in launch 5's shared memory (both of its kernels): e, w, sq,
+/// Γ, Γ⁻, G and dX token-major ([t · columns + il]; the first six consecutive C × columns arrays from e,
+/// which the decay prefixes' copy `along` relies on), da and dc channel-major ([il · CP + t]), R [il].
+struct channel_slice {
+  float *e, *da, *dc, *R;
+  __device__ float* array(int which) const { return e + which * C * columns; }  // 0 e … 5 G, 6 dX
+  /// Channel il of the slice, as channel_token, the products and the gates' sums read it.
+  __device__ channel_inputs channel(int il) const {
+    return {array(0) + il, array(1) + il, array(2) + il,       array(3) + il,       array(4) + il, array(5) + il,
+            array(6) + il, columns,       da + il * padded(C), dc + il * padded(C), R[il]};
+  }
+};
+/// A slice's floats from its first array (channel_slice's layout).
+__host__ __device__ constexpr int channel_slice_floats() { return 7 * C * columns + 2 * columns * padded(C) + columns; }
+__device__ channel_slice channel_slice_at(float* at) {
+  float* da = at + 7 * C * columns;
+  return {at, da, da + columns * padded(C), da + 2 * columns * padded(C)};
+}
+
+/// Channels i0 … i0 + columns − 1 of value head `in.h`'s chunk into the slice, every thread of the block.
+template <class In>
+__device__ void load_channel_slice(const channel_slice& s, const device_reader<In>& in, const float* ws,
+                                   const backward_record& rec, float tau, int i0, int n) {
+  const int K = rec.K, CP = padded(C);
+  for_each<channels_threads>(n * columns, [&](int x) {
+    const int t = x / columns, i = i0 + x % columns;
+    s.array(0)[x] = in.k(t, i);
+    s.array(1)[x] = in.w(t, i);
+    s.array(2)[x] = mul_rn(tau, in.q(t, i));
+    s.array(3)[x] = ws[rec.gam() + t * K + i];
+    s.array(4)[x] = ws[rec.gin() + t * K + i];
+    s.array(5)[x] = ws[rec.G() + t * K + i];
+    s.array(6)[x] = ws[rec.dX() + t * K + i];
+  });
+  for_each<channels_threads>(columns * C, [&](int x) {  // da, dc are channel-major: tokens fastest
+    const int il = x / C, t = x % C;
+    if (t < n) {
+      s.da[il * CP + t] = ws[rec.da() + (i0 + il) * C + t];
+      s.dc[il * CP + t] = ws[rec.dc() + (i0 + il) * C + t];
+    }
+  });
+  for_each<channels_threads>(columns, [&](int il) { s.R[il] = ws[rec.R() + i0 + il]; });
+}
+
+/// The chunk's pair cotangents dσ and dA r (rows CP apart: the decay prefixes' warps read 32 rows at one
+/// column) and the row scales r, every thread of the block.
+template <class In>
+__device__ pair_inputs load_pairs(const device_reader<In>& in, const float* ws, const backward_record& rec, int n,
+                                  float* dsigma, float* dAr, float* r) {
+  const int CP = padded(C);
+  for_each<channels_threads>(C * C, [&](int x) {  // indices over C, a constant: shifts, not divisions by n
+    if (x / C < n && x % C < n) {
+      dsigma[x / C * CP + x % C] = ws[rec.dsigma() + x];
+      dAr[x / C * CP + x % C] = ws[rec.dAr() + x];
+    }
+  });
+  for_each<channels_threads>(n, [&](int t) { r[t] = in.beta(t); });
+  return {dsigma, dAr, r, CP};
+}
+
+/// Launch 5's first kernel's shared memory in floats: dk, dq [C × K]; dσ, dA r [C × CP]; r, the head's
+/// direct sums, dβ's sums, c_j [C]; the slice; direct, F, dG [C × columns]; the prefixes' region
+/// (prefix_channels tables of C × CP: the products' columns, or one gate a head's σ, A / r and prefixes);
+/// the segments' sums.
+__host__ __device__ constexpr int channels_floats(int K) {
+  return 2 * C * K + 2 * C * padded(C) + 4 * C + channel_slice_floats() + 3 * C * columns +
+         prefix_channels * C * padded(C) + prefix_channels * decay_segments * C;
+}
+
+/// Launch 5, a block a (key head, chunk): dq, dk (dκ), dβ for every rule, and one gate a head's dg. A
+/// factored chunk (not strongly decaying) takes its dq and dk sums as three products (factored_channel),
+/// a strongly decaying one channel_token per (token, channel). A gate a channel's decay-ratio prefixes
+/// and dg are channel_gates_kernel's: compiled beside the products they raised this kernel's spills from
+/// 40 to 152 bytes a thread (H200, 2026-12-06; docs/kernels.md, "Launch 5 in two kernels").
+template <class In>
 __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch_args a) {
   extern __shared__ float shared[];
   const delta_rule_backward_problem& bp = a.bp;
@@ -697,72 +770,35 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
   const chunk_origin origin = origin_of_chunk(a.map, chunk_g);  // as launch 1
   const int K = a.rec.K, n = origin.tokens, group = p.key_head_group, H = p.heads / group, b = origin.batch_row,
             t0 = origin.first_token;
-  const bool erases = p.rule != delta_rule_kind::gla, channel_gated = p.gate == delta_rule_gate::per_channel,
-             head_gated = p.gate == delta_rule_gate::per_head, decays = channel_gated || head_gated;
+  const bool erases = p.rule != delta_rule_kind::gla, head_gated = p.gate == delta_rule_gate::per_head;
   const backward_record& rec = a.rec;
-  // The decay prefixes' pair terms read their channel's values along the tokens j, which in the slice's
-  // token-major rows (`columns` floats apart) share two banks: each group of channels is first copied
-  // channel-major into `along` (rows of C + 1 floats, tokens fastest), which those reads walk without
-  // conflicts. (Padding the slice's rows instead slowed channel_token, whose warps read 16 channels of
-  // two tokens: H200, 2026-12-04, docs/kernels.md.)
   const int CP = padded(C);
   float *dk = shared, *dq = dk + C * K, *dsigma = dq + C * K, *dAr = dsigma + C * CP, *r = dAr + C * CP,
-        *head_sum = r + C, *beta_sum = head_sum + C, *e = beta_sum + C, *w = e + C * columns, *sq = w + C * columns,
-        *gam = sq + C * columns, *gin = gam + C * columns, *G = gin + C * columns, *dX = G + C * columns,
-        *dG = dX + C * columns, *F = dG + C * columns, *direct = F + C * columns, *da = direct + C * columns,
-        *dc = da + columns * CP, *R = dc + columns * CP, *prefix = R + columns,
-        *along = prefix + prefix_channels * C * CP, *carry = along + 6 * prefix_channels * CP,
-        *segment_sums = carry + C;  // [prefix_channels × decay_segments × C]: the rows' totals, then F's segments
+        *head_sum = r + C, *beta_sum = head_sum + C, *carry = beta_sum + C, *slice_at = carry + C,
+        *direct = slice_at + channel_slice_floats(), *F = direct + C * columns, *dG = F + C * columns,
+        *prefix = dG + C * columns, *segment_sums = prefix + prefix_channels * C * CP;
+  const channel_slice slice = channel_slice_at(slice_at);
   // One gate a head (head_pairs): the head's σ, A / r (rows CP apart, as the pair cotangents) and
-  // prefixes where the channels' prefixes go.
+  // prefixes in the prefixes' region.
   float *head_sigma = prefix, *head_dot = head_sigma + C * CP, *head_prefix = head_dot + C * CP;
   static_assert(3 * C * padded(C) <= prefix_channels * C * padded(C), "head_pairs' tables fit");
+  static_assert(4 * C * columns <= prefix_channels * C * padded(C), "the products' columns fit");
   for (int u = 0; u < group; ++u) {
     const long long h = key_head * group + u;
     const device_reader<In> in(p, b, t0, 0, h);  // (no state read here)
     const float* ws = a.record(h, chunk_g);
     const bool strong = ws[rec.strong()] != 0.0f;
     __syncthreads();  // the previous head's pairs read
-    // The pair cotangents' rows CP apart: the decay prefixes' warps read 32 rows at one column.
-    for_each<channels_threads>(C * C, [&](int x) {  // indices over C, a constant: shifts, not divisions by n
-      if (x / C < n && x % C < n) {
-        dsigma[x / C * CP + x % C] = ws[rec.dsigma() + x];
-        dAr[x / C * CP + x % C] = ws[rec.dAr() + x];
-      }
-    });
+    const pair_inputs pairs = load_pairs(in, ws, rec, n, dsigma, dAr, r);
     for_each<channels_threads>(n, [&](int t) {
-      r[t] = in.beta(t);
       head_sum[t] = 0.0f;  // one gate a head: Σ_i direct_ti (then dg_t)
       carry[t] = 0.0f;     // one gate a head: c_t (head_pairs)
       beta_sum[t] = ws[rec.dr() + t];
     });
-    const pair_inputs pairs{dsigma, dAr, r, CP};
     for (int i0 = 0; i0 < K; i0 += columns) {
       __syncthreads();  // the previous slice read
-      for_each<channels_threads>(n * columns, [&](int x) {
-        const int t = x / columns, il = x % columns, i = i0 + il;
-        e[x] = in.k(t, i);
-        w[x] = in.w(t, i);
-        sq[x] = mul_rn(p.tau, in.q(t, i));
-        gam[x] = ws[rec.gam() + t * K + i];
-        gin[x] = ws[rec.gin() + t * K + i];
-        G[x] = ws[rec.G() + t * K + i];
-        dX[x] = ws[rec.dX() + t * K + i];
-      });
-      for_each<channels_threads>(columns * C, [&](int x) {  // da, dc are channel-major: tokens fastest
-        const int il = x / C, t = x % C;
-        if (t < n) {
-          da[il * CP + t] = ws[rec.da() + (i0 + il) * C + t];
-          dc[il * CP + t] = ws[rec.dc() + (i0 + il) * C + t];
-        }
-      });
-      for_each<channels_threads>(columns, [&](int il) { R[il] = ws[rec.R() + i0 + il]; });
+      load_channel_slice(slice, in, ws, rec, p.tau, i0, n);
       __syncthreads();
-      // Channel il of the slice, as channel_token and the gates' sums read it.
-      const auto channel_of = [&](int il) {
-        return channel_inputs{e + il,  w + il,  sq + il,      gam + il,     gin + il, G + il,
-                              dX + il, columns, da + il * CP, dc + il * CP, R[il]};
-      };
       // This value head's share of dq and dk at (token t, channel i0 + il).
       const auto add_dq = [&](int t, int il, float dsq) {
         const int acc = t * K + i0 + il;
@@ -775,10 +811,10 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
         const int acc = t * K + i0 + il;
         dk[acc] = u == 0 ? dk_h : add_rn(dk[acc], dk_h);
       };
-      if (strong || !Factored) {  // channel_token, a thread a (token, channel)
+      if (strong) {  // channel_token, a thread a (token, channel)
         for_each<channels_threads>(n * columns, [&](int x) {
           const int t = x / columns, il = x % columns;
-          const channel_token_gradient g = channel_token(channel_of(il), pairs, t, n, erases, decays, strong);
+          const channel_token_gradient g = channel_token(slice.channel(il), pairs, t, n, erases, head_gated, strong);
           add_dq(t, il, g.dsq);
           add_dk(t, il, g);
           direct[x] = g.direct;
@@ -787,16 +823,16 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
         float *gin_w = prefix, *gam_sq = gin_w + C * columns, *gam_e = gam_sq + C * columns, *de = gam_e + C * columns;
         for_each<channels_threads>(n * columns, [&](int x) {
           const int t = x / columns, il = x % columns;
-          const channel_inputs ch = channel_of(il);
+          const channel_inputs ch = slice.channel(il);
           const factored_channel f{ch, pairs, n};
           gin_w[x] = f.gin_w(t);
           gam_sq[x] = f.gam_sq(t);
           gam_e[x] = f.gam_e(t);
-          if (decays) direct[x] = channel_direct(ch, pairs, t, n, erases);
+          if (head_gated) direct[x] = channel_direct(ch, pairs, t, n, erases);
         });
         __syncthreads();
         const auto with_channel = [&](int il, auto&& use) {
-          const channel_inputs ch = channel_of(il);
+          const channel_inputs ch = slice.channel(il);
           return use(factored_channel{ch, pairs, n});
         };
         const bool tensor_cores = a.tensor_cores();
@@ -828,52 +864,17 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
             run_of<terms::from_row>({dsigma, 1, CP}, {gam_sq, 1, columns}, n),
             run_of<terms::from_row>({dAr, 1, CP}, {gam_e, 1, columns}, erases ? n : 0));
       }
-      if (channel_gated)  // the decay ratios' part of the gates, prefix_channels channels at a time
-        for (int c0l = 0; c0l < columns; c0l += prefix_channels) {
-          __syncthreads();  // the previous channels' prefixes read
-          // e, w, sq, Γ, Γ⁻, G (consecutive C × columns arrays from e) of the group's channels.
-          for_each<channels_threads>(6 * prefix_channels * C, [&](int x) {
-            const int array = x / (prefix_channels * C), ch = x / C % prefix_channels, t = x % C;
-            if (t < n) along[(array * prefix_channels + ch) * CP + t] = e[array * C * columns + t * columns + c0l + ch];
-          });
-          __syncthreads();
-          decay_gate_shares(
-              prefix_channels, n, prefix, segment_sums,
-              [&](int ch, int t, int k, auto&& sink) {
-                const auto row = [&](int array) { return along + (array * prefix_channels + ch) * CP; };
-                const channel_inputs in_ch{row(0),
-                                           row(1),
-                                           row(2),
-                                           row(3),
-                                           row(4),
-                                           row(5),
-                                           dX,
-                                           1,
-                                           da + (c0l + ch) * CP,
-                                           dc + (c0l + ch) * CP,
-                                           R[c0l + ch]};
-                return decay_segment_sums(channel_pairs{in_ch, pairs, n, erases, strong}, t, k, sink);
-              },
-              [&](int ch, int s, float share) { F[s * columns + c0l + ch] = share; });
-        }
       __syncthreads();
-      if (channel_gated)
-        for_each<channels_threads>(columns, [&](int il) { gate_cotangents(direct + il, F + il, dG + il, columns, n); });
       if (head_gated)  // c_j's terms of the slice's channels, i rising
         for_each<channels_threads>(n, [&](int j) {
           for (int il = 0; il < columns; ++il)
-            carry[j] = carry_term(channel_pairs{channel_of(il), pairs, n, erases, strong}, j, carry[j]);
-        });
-      __syncthreads();
-      if (channel_gated)
-        for_each<channels_threads>(n * columns, [&](int x) {
-          const int t = x / columns, il = x % columns;
-          bp.dg[((static_cast<long long>(b) * p.tokens + t0 + t) * p.heads + h) * K + i0 + il] = dG[x];
+            carry[j] = carry_term(channel_pairs{slice.channel(il), pairs, n, erases, strong}, j, carry[j]);
         });
       for_each<channels_threads>(n, [&](int t) {
         for (int il = 0; il < columns; ++il) {
           if (head_gated) head_sum[t] = add_rn(head_sum[t], direct[t * columns + il]);
-          beta_sum[t] = fma_rn(dX[t * columns + il], mul_rn(gam[t * columns + il], e[t * columns + il]), beta_sum[t]);
+          beta_sum[t] = fma_rn(slice.array(6)[t * columns + il],
+                               mul_rn(slice.array(3)[t * columns + il], slice.array(0)[t * columns + il]), beta_sum[t]);
         }
       });
     }
@@ -908,6 +909,84 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
     bp.dk[at] = dk[x];
     bp.dq[at] = dq[x];
   });
+}
+
+/// Launch 5's second kernel's shared memory in floats: dσ, dA r [C × CP]; r [C]; the slice; direct, F,
+/// dG [C × columns]; prefix_channels prefix tables [C × CP], their channels' e, w, sq, Γ, Γ⁻, G along the
+/// tokens [6 × prefix_channels × CP]; the segments' sums.
+__host__ __device__ constexpr int channel_gates_floats() {
+  return 2 * C * padded(C) + C + channel_slice_floats() + 3 * C * columns + prefix_channels * C * padded(C) +
+         6 * prefix_channels * padded(C) + prefix_channels * decay_segments * C;
+}
+
+/// Launch 5 with a gate a channel (GLA, KDA, the KDNs' two-key rule), a block a (value head, chunk):
+/// every channel's log-gate cotangent dg, its part through Γ_t alone (channel_direct) and its decay
+/// ratios' part (decay_gate_shares over decay_prefix's sums, prefix_channels channels at a time), the
+/// twin's sums in the twin's order.
+template <class In>
+__global__ void __launch_bounds__(channels_threads) channel_gates_kernel(const launch_args a) {
+  extern __shared__ float shared[];
+  const delta_rule_problem& p = a.bp.forward;
+  const int chunk_g = blockIdx.x;  // below 2^31: gridDim.x
+  const long long h = blockIdx.y;
+  const chunk_origin origin = origin_of_chunk(a.map, chunk_g);
+  const int K = a.rec.K, n = origin.tokens, b = origin.batch_row, t0 = origin.first_token;
+  const bool erases = p.rule != delta_rule_kind::gla;
+  const backward_record& rec = a.rec;
+  const int CP = padded(C);
+  float *dsigma = shared, *dAr = dsigma + C * CP, *r = dAr + C * CP, *slice_at = r + C,
+        *direct = slice_at + channel_slice_floats(), *F = direct + C * columns, *dG = F + C * columns,
+        *prefix = dG + C * columns, *along = prefix + prefix_channels * C * CP,
+        *segment_sums = along + 6 * prefix_channels * CP;  // [prefix_channels × decay_segments × C]
+  const channel_slice slice = channel_slice_at(slice_at);
+  const device_reader<In> in(p, b, t0, 0, h);
+  const float* ws = a.record(h, chunk_g);
+  const bool strong = ws[rec.strong()] != 0.0f;
+  const pair_inputs pairs = load_pairs(in, ws, rec, n, dsigma, dAr, r);
+  for (int i0 = 0; i0 < K; i0 += columns) {
+    __syncthreads();  // the previous slice read (the first time: the pairs loaded)
+    load_channel_slice(slice, in, ws, rec, p.tau, i0, n);
+    __syncthreads();
+    for_each<channels_threads>(n * columns, [&](int x) {
+      direct[x] = channel_direct(slice.channel(x % columns), pairs, x / columns, n, erases);
+    });
+    // The decay prefixes' pair terms read their channel's values along the tokens j, which in the slice's
+    // token-major rows (`columns` floats apart) share two banks: each group of channels is first copied
+    // channel-major into `along` (rows of C + 1 floats, tokens fastest), which those reads walk without
+    // conflicts.
+    for (int c0l = 0; c0l < columns; c0l += prefix_channels) {
+      __syncthreads();  // the previous channels' prefixes read
+      for_each<channels_threads>(6 * prefix_channels * C, [&](int x) {
+        const int array = x / (prefix_channels * C), ch = x / C % prefix_channels, t = x % C;
+        if (t < n) along[(array * prefix_channels + ch) * CP + t] = slice.array(array)[t * columns + c0l + ch];
+      });
+      __syncthreads();
+      decay_gate_shares(
+          prefix_channels, n, prefix, segment_sums,
+          [&](int ch, int t, int k, auto&& sink) {
+            const auto row = [&](int array) { return along + (array * prefix_channels + ch) * CP; };
+            const channel_inputs in_ch{row(0),
+                                       row(1),
+                                       row(2),
+                                       row(3),
+                                       row(4),
+                                       row(5),
+                                       slice.array(6),
+                                       1,
+                                       slice.da + (c0l + ch) * CP,
+                                       slice.dc + (c0l + ch) * CP,
+                                       slice.R[c0l + ch]};
+            return decay_segment_sums(channel_pairs{in_ch, pairs, n, erases, strong}, t, k, sink);
+          },
+          [&](int ch, int s, float share) { F[s * columns + c0l + ch] = share; });
+    }
+    for_each<channels_threads>(columns, [&](int il) { gate_cotangents(direct + il, F + il, dG + il, columns, n); });
+    __syncthreads();
+    for_each<channels_threads>(n * columns, [&](int x) {
+      const int t = x / columns, il = x % columns;
+      a.bp.dg[((static_cast<long long>(b) * p.tokens + t0 + t) * p.heads + h) * K + i0 + il] = dG[x];
+    });
+  }
 }
 
 // ---- launches -------------------------------------------------------------------------------------
@@ -945,18 +1024,14 @@ void launch(const delta_rule_backward_problem& bp, float* workspace, const bool 
                     states = f * (K * slice_stride(true) + 2 * C * key_stride(true, K) + C * slice_stride(true) + K),
                     cotangents = f * (K * slice_stride(true) + 2 * C * key_stride(true, K) + C * pair_stride(true) +
                                       2 * C * slice_stride(true) + K),
-                    value_sums = f * value_sums_floats(K),
-                    channels = f * (2 * C * K + 2 * C * padded(C) + 3 * C + 10 * C * columns + 2 * columns * padded(C) +
-                                    columns + prefix_channels * C * padded(C) + 6 * prefix_channels * padded(C) + C +
-                                    prefix_channels * decay_segments * C);
+                    value_sums = f * value_sums_floats(K), channels = f * channels_floats(K),
+                    channel_gates = f * channel_gates_floats();
   allow_shared(operands_kernel<In>, operands, "cudaFuncSetAttribute(operands_kernel)");
   allow_shared(states_kernel<In>, states, "cudaFuncSetAttribute(states_kernel)");
   allow_shared(cotangents_kernel, cotangents, "cudaFuncSetAttribute(cotangents_kernel)");
   allow_shared(value_sums_kernel<In>, value_sums, "cudaFuncSetAttribute(value_sums_kernel)");
-  // Launch 5 as built for the rule (factored_products).
-  const auto channels_launch =
-      factored_products(bp.forward.gate) ? channels_kernel<In, true> : channels_kernel<In, false>;
-  allow_shared(channels_launch, channels, "cudaFuncSetAttribute(channels_kernel)");
+  allow_shared(channels_kernel<In>, channels, "cudaFuncSetAttribute(channels_kernel)");
+  allow_shared(channel_gates_kernel<In>, channel_gates, "cudaFuncSetAttribute(channel_gates_kernel)");
   const dim3 per_chunk(static_cast<unsigned>(chunks), HV, 1), per_columns(static_cast<unsigned>(V / columns), HV, N);
   if (which[0] && chunks > 0) operands_kernel<In><<<per_chunk, operands_threads, operands, stream>>>(a);
   check_cuda(cudaGetLastError(), "operands_kernel");
@@ -967,8 +1042,11 @@ void launch(const delta_rule_backward_problem& bp, float* workspace, const bool 
   if (which[3] && chunks > 0) value_sums_kernel<In><<<per_chunk, value_sums_threads, value_sums, stream>>>(a);
   check_cuda(cudaGetLastError(), "value_sums_kernel");
   if (which[4] && chunks > 0)
-    channels_launch<<<dim3(static_cast<unsigned>(chunks), H, 1), channels_threads, channels, stream>>>(a);
+    channels_kernel<In><<<dim3(static_cast<unsigned>(chunks), H, 1), channels_threads, channels, stream>>>(a);
   check_cuda(cudaGetLastError(), "channels_kernel");
+  if (which[4] && chunks > 0 && p.gate == delta_rule_gate::per_channel)
+    channel_gates_kernel<In><<<per_chunk, channels_threads, channel_gates, stream>>>(a);
+  check_cuda(cudaGetLastError(), "channel_gates_kernel");
 }
 
 void launch_dtype(const delta_rule_backward_problem& bp, float* ws, const bool (&which)[5]) {

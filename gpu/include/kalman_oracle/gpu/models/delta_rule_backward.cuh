@@ -172,14 +172,14 @@ KALMAN_ORACLE_HD float channel_direct(const channel_inputs& c, const pair_inputs
 }
 
 /// docs/gradients.md's steps 1–8 for one (token t, channel i), every pair sum folded as it is met (ρ per
-/// pair: a strongly decaying chunk's, and every chunk's of a rule with a gate a channel, factored_products):
+/// pair: a strongly decaying chunk's, whose factored ratios could overflow):
 ///   dsq_t   = da_t Γ_t + Σ_{m ≤ t} dσ_tm ρ_tm w_m
 ///   de_t    = Σ_{j < t} dA_tj r_t ρ_tj w_j + dX_t r_t Γ_t
 ///   dw_t    = Σ_{a ≥ t} h_at ρ_at
 ///   direct  = channel_direct
 /// each sum from +0 in the order written, one fma a term. The decay ratios' part of the gates is
-/// decay_prefix's and decay_gate_share's. A factored chunk of the other rules takes the same sums as
-/// matrix products instead (factored_channel).
+/// decay_prefix's and decay_gate_share's. A factored chunk takes the same sums as matrix products instead
+/// (factored_channel), every rule.
 KALMAN_ORACLE_HD channel_token_gradient channel_token(const channel_inputs& c, const pair_inputs& p, int t, int n,
                                                       bool erases, bool decays, bool strong) {
   const int L = n - 1, ld = c.ld;
@@ -199,14 +199,6 @@ KALMAN_ORACLE_HD channel_token_gradient channel_token(const channel_inputs& c, c
   if (decays) out.direct = channel_direct(c, p, t, n, erases);
   return out;
 }
-
-/// Whether launch 5 takes a factored chunk's dq and dk sums as products (factored_channel): for the rules
-/// without a gate a channel (DeltaNet, GDN). With one (GLA, KDA, the KDNs' two-key rule) it keeps
-/// channel_token: on the device the products' registers (inlined beside the decay prefixes of every
-/// channel, launch 5's other heavy part) raised the launch's spills from 40 to 152 bytes a thread and
-/// slowed KDA's launch 17.7 → 19.7 ms (H200, 2026-12-06), more than the products saved (docs/kernels.md,
-/// "Pair sums as products").
-KALMAN_ORACLE_HD bool factored_products(delta_rule_gate gate) { return gate != delta_rule_gate::per_channel; }
 
 /// channel_token's dsq, de and dw in a factored chunk (not strongly decaying: ρ_aj,i = Γ_a,i Γ⁻_j,i), as
 /// three matrix products over the chunk's pair cotangents, each column scaled before and each row after:

@@ -238,8 +238,10 @@ void delta_rule_backward_head_twin(const delta_rule_backward_problem& bp, const 
   }
 }
 
-/// Launch 5 for one (sequence, key head, chunk): channel_token per (token, channel) of each value head
-/// of the group, in order; the gradients written.
+/// Launch 5 for one (sequence, key head, chunk), each value head of the group in order: a factored chunk's
+/// dq and dk as the kernel's three products' chains (factored_channel), a strongly decaying chunk's by
+/// channel_token per (token, channel); the gates' sums (the kernel's channel_gates_kernel for a gate a
+/// channel); the gradients written.
 template <class In>
 void backward_chunk_channels(const delta_rule_backward_problem& bp, const delta_rule_sequence& s, long long key_head,
                              int c0, int n, const backward_record& rec,
@@ -267,11 +269,11 @@ void backward_chunk_channels(const delta_rule_backward_problem& bp, const delta_
           ws + rec.G() + i, ws + rec.dX() + i, K,        ws + rec.da() + i * C, ws + rec.dc() + i * C,
           ws[rec.R() + i]};
       const factored_channel f{ch, pairs, n};
-      const bool factored = !strong && factored_products(p.gate);
+      const bool factored = !strong;  // every rule (docs/kernels.md, "Launch 5 in two kernels")
       if (factored)
         for (int t = 0; t < n; ++t) gin_w[t] = f.gin_w(t), gam_sq[t] = f.gam_sq(t), gam_e[t] = f.gam_e(t);
       for (int t = 0; t < n; ++t) {
-        // ρ per pair (strong), or a gate a channel: channel_token; factored: the kernel's three products' chains.
+        // ρ per pair (strong): channel_token; factored: the kernel's three products' chains.
         channel_token_gradient g{};
         if (!factored) {
           g = channel_token(ch, pairs, t, n, erases, decays, strong);
