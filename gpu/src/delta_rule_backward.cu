@@ -687,38 +687,55 @@ __device__ __forceinline__ void decay_gate_shares(int sets, int n, float* prefix
 }
 
 /// A slice of `columns` channels of a chunk in launch 5's shared memory (both of its kernels): e, w, sq,
-/// Γ, Γ⁻, G and dX token-major ([t · columns + il]; the first six consecutive C × columns arrays from e,
-/// which the decay prefixes' copy `along` relies on), da and dc channel-major ([il · CP + t]), R [il].
+/// Γ, Γ⁻, G and dX, seven consecutive arrays from e; da and dc channel-major ([il · CP + t]); R [il].
+/// ChannelMajor: the seven arrays too (rows of CP floats, tokens fastest: the gates' kernel, whose decay
+/// prefixes walk a channel's tokens, a warp 32 of them, in 32 banks); else token-major ([t · columns + il]:
+/// the first kernel, whose products and channel_token read 16 channels of a token).
+template <bool ChannelMajor>
 struct channel_slice {
+  static constexpr int array_floats = ChannelMajor ? columns * padded(C) : C * columns;
   float *e, *da, *dc, *R;
-  __device__ float* array(int which) const { return e + which * C * columns; }  // 0 e … 5 G, 6 dX
+  __device__ float* array(int which) const { return e + which * array_floats; }  // 0 e … 5 G, 6 dX
+  /// Where (token t, channel il) is in an array.
+  __device__ static int at(int t, int il) { return ChannelMajor ? il * padded(C) + t : t * columns + il; }
   /// Channel il of the slice, as channel_token, the products and the gates' sums read it.
   __device__ channel_inputs channel(int il) const {
-    return {array(0) + il, array(1) + il, array(2) + il,       array(3) + il,       array(4) + il, array(5) + il,
-            array(6) + il, columns,       da + il * padded(C), dc + il * padded(C), R[il]};
+    const int first = at(0, il), ld = ChannelMajor ? 1 : columns;
+    return {array(0) + first,
+            array(1) + first,
+            array(2) + first,
+            array(3) + first,
+            array(4) + first,
+            array(5) + first,
+            array(6) + first,
+            ld,
+            da + il * padded(C),
+            dc + il * padded(C),
+            R[il]};
+  }
+  /// A slice's floats from its first array.
+  __host__ __device__ static constexpr int floats() { return 7 * array_floats + 2 * columns * padded(C) + columns; }
+  __device__ static channel_slice from(float* first) {
+    float* d = first + 7 * array_floats;
+    return {first, d, d + columns * padded(C), d + 2 * columns * padded(C)};
   }
 };
-/// A slice's floats from its first array (channel_slice's layout).
-__host__ __device__ constexpr int channel_slice_floats() { return 7 * C * columns + 2 * columns * padded(C) + columns; }
-__device__ channel_slice channel_slice_at(float* at) {
-  float* da = at + 7 * C * columns;
-  return {at, da, da + columns * padded(C), da + 2 * columns * padded(C)};
-}
 
-/// Channels i0 … i0 + columns − 1 of value head `in.h`'s chunk into the slice, every thread of the block.
-template <class In>
-__device__ void load_channel_slice(const channel_slice& s, const device_reader<In>& in, const float* ws,
+/// Channels i0 … i0 + columns − 1 of value head `in.h`'s chunk into the slice, every thread of the block
+/// (the reads coalesced: consecutive threads, consecutive channels).
+template <class In, bool ChannelMajor>
+__device__ void load_channel_slice(const channel_slice<ChannelMajor>& s, const device_reader<In>& in, const float* ws,
                                    const backward_record& rec, float tau, int i0, int n) {
   const int K = rec.K, CP = padded(C);
   for_each<channels_threads>(n * columns, [&](int x) {
-    const int t = x / columns, i = i0 + x % columns;
-    s.array(0)[x] = in.k(t, i);
-    s.array(1)[x] = in.w(t, i);
-    s.array(2)[x] = mul_rn(tau, in.q(t, i));
-    s.array(3)[x] = ws[rec.gam() + t * K + i];
-    s.array(4)[x] = ws[rec.gin() + t * K + i];
-    s.array(5)[x] = ws[rec.G() + t * K + i];
-    s.array(6)[x] = ws[rec.dX() + t * K + i];
+    const int t = x / columns, il = x % columns, i = i0 + il, y = s.at(t, il);
+    s.array(0)[y] = in.k(t, i);
+    s.array(1)[y] = in.w(t, i);
+    s.array(2)[y] = mul_rn(tau, in.q(t, i));
+    s.array(3)[y] = ws[rec.gam() + t * K + i];
+    s.array(4)[y] = ws[rec.gin() + t * K + i];
+    s.array(5)[y] = ws[rec.G() + t * K + i];
+    s.array(6)[y] = ws[rec.dX() + t * K + i];
   });
   for_each<channels_threads>(columns * C, [&](int x) {  // da, dc are channel-major: tokens fastest
     const int il = x / C, t = x % C;
@@ -751,7 +768,7 @@ __device__ pair_inputs load_pairs(const device_reader<In>& in, const float* ws, 
 /// (prefix_channels tables of C × CP: the products' columns, or one gate a head's σ, A / r and prefixes);
 /// the segments' sums.
 __host__ __device__ constexpr int channels_floats(int K) {
-  return 2 * C * K + 2 * C * padded(C) + 4 * C + channel_slice_floats() + 3 * C * columns +
+  return 2 * C * K + 2 * C * padded(C) + 4 * C + channel_slice<false>::floats() + 3 * C * columns +
          prefix_channels * C * padded(C) + prefix_channels * decay_segments * C;
 }
 
@@ -775,9 +792,9 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
   const int CP = padded(C);
   float *dk = shared, *dq = dk + C * K, *dsigma = dq + C * K, *dAr = dsigma + C * CP, *r = dAr + C * CP,
         *head_sum = r + C, *beta_sum = head_sum + C, *carry = beta_sum + C, *slice_at = carry + C,
-        *direct = slice_at + channel_slice_floats(), *F = direct + C * columns, *dG = F + C * columns,
+        *direct = slice_at + channel_slice<false>::floats(), *F = direct + C * columns, *dG = F + C * columns,
         *prefix = dG + C * columns, *segment_sums = prefix + prefix_channels * C * CP;
-  const channel_slice slice = channel_slice_at(slice_at);
+  const auto slice = channel_slice<false>::from(slice_at);
   // One gate a head (head_pairs): the head's σ, A / r (rows CP apart, as the pair cotangents) and
   // prefixes in the prefixes' region.
   float *head_sigma = prefix, *head_dot = head_sigma + C * CP, *head_prefix = head_dot + C * CP;
@@ -911,18 +928,23 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
   });
 }
 
-/// Launch 5's second kernel's shared memory in floats: dσ, dA r [C × CP]; r [C]; the slice; direct, F,
-/// dG [C × columns]; prefix_channels prefix tables [C × CP], their channels' e, w, sq, Γ, Γ⁻, G along the
-/// tokens [6 × prefix_channels × CP]; the segments' sums.
-__host__ __device__ constexpr int channel_gates_floats() {
-  return 2 * C * padded(C) + C + channel_slice_floats() + 3 * C * columns + prefix_channels * C * padded(C) +
-         6 * prefix_channels * padded(C) + prefix_channels * decay_segments * C;
+/// Launch 5's second kernel's shared memory in floats: dσ, dA r [C × CP]; r [C]; the slice (channel-major);
+/// every channel's direct parts and F, then dg [C × K each]; prefix_channels prefix tables [C × CP]; the
+/// segments' sums.
+__host__ __device__ constexpr int channel_gates_floats(int K) {
+  return 2 * C * padded(C) + C + channel_slice<true>::floats() + 2 * C * K + prefix_channels * C * padded(C) +
+         prefix_channels * decay_segments * C;
 }
 
 /// Launch 5 with a gate a channel (GLA, KDA, the KDNs' two-key rule), a block a (value head, chunk):
 /// every channel's log-gate cotangent dg, its part through Γ_t alone (channel_direct) and its decay
 /// ratios' part (decay_gate_shares over decay_prefix's sums, prefix_channels channels at a time), the
-/// twin's sums in the twin's order.
+/// twin's sums in the twin's order. The slice is held channel-major: the prefixes' pair terms read their
+/// channel's values along the tokens, a warp 32 rows at one column (until 2026-12-07 each group of
+/// channels was first copied so from a token-major slice, whose 16-float rows put a warp's reads in two
+/// banks). Each channel's dg is a chain of n dependent sums (gate_cotangents): they run once, a thread a
+/// channel, after every slice, rather than 16 at a time while the block waits (docs/kernels.md,
+/// "Launch 5 in two kernels").
 template <class In>
 __global__ void __launch_bounds__(channels_threads) channel_gates_kernel(const launch_args a) {
   extern __shared__ float shared[];
@@ -934,11 +956,13 @@ __global__ void __launch_bounds__(channels_threads) channel_gates_kernel(const l
   const bool erases = p.rule != delta_rule_kind::gla;
   const backward_record& rec = a.rec;
   const int CP = padded(C);
+  using slice_layout = channel_slice<true>;
+  // direct and F token-major ([t · K + i]; F(t), then dg_t); the segments' sums [prefix_channels ×
+  // decay_segments × C].
   float *dsigma = shared, *dAr = dsigma + C * CP, *r = dAr + C * CP, *slice_at = r + C,
-        *direct = slice_at + channel_slice_floats(), *F = direct + C * columns, *dG = F + C * columns,
-        *prefix = dG + C * columns, *along = prefix + prefix_channels * C * CP,
-        *segment_sums = along + 6 * prefix_channels * CP;  // [prefix_channels × decay_segments × C]
-  const channel_slice slice = channel_slice_at(slice_at);
+        *direct = slice_at + slice_layout::floats(), *F = direct + C * K, *prefix = F + C * K,
+        *segment_sums = prefix + prefix_channels * C * CP;
+  const auto slice = slice_layout::from(slice_at);
   const device_reader<In> in(p, b, t0, 0, h);
   const float* ws = a.record(h, chunk_g);
   const bool strong = ws[rec.strong()] != 0.0f;
@@ -948,45 +972,25 @@ __global__ void __launch_bounds__(channels_threads) channel_gates_kernel(const l
     load_channel_slice(slice, in, ws, rec, p.tau, i0, n);
     __syncthreads();
     for_each<channels_threads>(n * columns, [&](int x) {
-      direct[x] = channel_direct(slice.channel(x % columns), pairs, x / columns, n, erases);
+      const int t = x / columns, il = x % columns;
+      direct[t * K + i0 + il] = channel_direct(slice.channel(il), pairs, t, n, erases);
     });
-    // The decay prefixes' pair terms read their channel's values along the tokens j, which in the slice's
-    // token-major rows (`columns` floats apart) share two banks: each group of channels is first copied
-    // channel-major into `along` (rows of C + 1 floats, tokens fastest), which those reads walk without
-    // conflicts.
-    for (int c0l = 0; c0l < columns; c0l += prefix_channels) {
-      __syncthreads();  // the previous channels' prefixes read
-      for_each<channels_threads>(6 * prefix_channels * C, [&](int x) {
-        const int array = x / (prefix_channels * C), ch = x / C % prefix_channels, t = x % C;
-        if (t < n) along[(array * prefix_channels + ch) * CP + t] = slice.array(array)[t * columns + c0l + ch];
-      });
-      __syncthreads();
+    for (int c0l = 0; c0l < columns; c0l += prefix_channels)
       decay_gate_shares(
           prefix_channels, n, prefix, segment_sums,
           [&](int ch, int t, int k, auto&& sink) {
-            const auto row = [&](int array) { return along + (array * prefix_channels + ch) * CP; };
-            const channel_inputs in_ch{row(0),
-                                       row(1),
-                                       row(2),
-                                       row(3),
-                                       row(4),
-                                       row(5),
-                                       slice.array(6),
-                                       1,
-                                       slice.da + (c0l + ch) * CP,
-                                       slice.dc + (c0l + ch) * CP,
-                                       slice.R[c0l + ch]};
-            return decay_segment_sums(channel_pairs{in_ch, pairs, n, erases, strong}, t, k, sink);
+            const channel_inputs in_ch = slice.channel(c0l + ch);
+            const channel_pairs q{in_ch, pairs, n, erases, strong};
+            return decay_segment_sums(channel_pairs_of_row{q, q.row(t)}, t, k, sink);
           },
-          [&](int ch, int s, float share) { F[s * columns + c0l + ch] = share; });
-    }
-    for_each<channels_threads>(columns, [&](int il) { gate_cotangents(direct + il, F + il, dG + il, columns, n); });
-    __syncthreads();
-    for_each<channels_threads>(n * columns, [&](int x) {
-      const int t = x / columns, il = x % columns;
-      a.bp.dg[((static_cast<long long>(b) * p.tokens + t0 + t) * p.heads + h) * K + i0 + il] = dG[x];
-    });
+          [&](int ch, int s, float share) { F[s * K + i0 + c0l + ch] = share; });
   }
+  // (decay_gate_shares ends synchronised.) dg_s in F's place: each reads F(s) before it writes dg_s there.
+  for_each<channels_threads>(K, [&](int i) { gate_cotangents(direct + i, F + i, F + i, K, n); });
+  __syncthreads();
+  for_each<channels_threads>(n * K, [&](int x) {
+    a.bp.dg[((static_cast<long long>(b) * p.tokens + t0 + x / K) * p.heads + h) * K + x % K] = F[x];
+  });
 }
 
 // ---- launches -------------------------------------------------------------------------------------
@@ -1025,7 +1029,7 @@ void launch(const delta_rule_backward_problem& bp, float* workspace, const bool 
                     cotangents = f * (K * slice_stride(true) + 2 * C * key_stride(true, K) + C * pair_stride(true) +
                                       2 * C * slice_stride(true) + K),
                     value_sums = f * value_sums_floats(K), channels = f * channels_floats(K),
-                    channel_gates = f * channel_gates_floats();
+                    channel_gates = f * channel_gates_floats(K);
   allow_shared(operands_kernel<In>, operands, "cudaFuncSetAttribute(operands_kernel)");
   allow_shared(states_kernel<In>, states, "cudaFuncSetAttribute(states_kernel)");
   allow_shared(cotangents_kernel, cotangents, "cudaFuncSetAttribute(cotangents_kernel)");

@@ -107,6 +107,12 @@ struct pair_inputs {
   int ld;
 };
 
+/// Row a of channel i's pairs: the row's values that every pair (a, j) reads, loaded once.
+struct channel_row {
+  int a;
+  float sq, e, gam, G;
+};
+
 /// Channel i of a chunk as channel_token and the gates' sums read it: the decay ratios ρ_aj and the
 /// cotangents h_aj of ρ_aj over w_j (below).
 struct channel_pairs {
@@ -114,19 +120,40 @@ struct channel_pairs {
   const pair_inputs& p;
   int n;
   bool erases, strong;
+  KALMAN_ORACLE_HD channel_row row(int a) const {
+    return {a, c.sq[a * c.ld], c.e[a * c.ld], c.gam[a * c.ld], strong ? c.G[a * c.ld] : 0.0f};
+  }
+  /// ρ_aj from row a's values, loading only the column value the ratio takes.
+  KALMAN_ORACLE_HD float rho(const channel_row& r, int j) const {
+    return strong ? decay_ratio(true, r.gam, 0.0f, r.G, c.G[j * c.ld])
+                  : decay_ratio(false, r.gam, c.gin[j * c.ld], r.G, 0.0f);
+  }
   KALMAN_ORACLE_HD float rho(int a, int j) const {
     return decay_ratio(strong, c.gam[a * c.ld], c.gin[j * c.ld], c.G[a * c.ld], c.G[j * c.ld]);
   }
   /// h_aj = dσ_aj sq_a (+ dA_aj r_a e_a for j < a) (+ dc_j at a = L).
-  KALMAN_ORACLE_HD float h(int a, int j) const {
-    float x = mul_rn(p.dsigma[a * p.ld + j], c.sq[a * c.ld]);
-    if (erases && j < a) x = fma_rn(p.dAr[a * p.ld + j], c.e[a * c.ld], x);
+  KALMAN_ORACLE_HD float h(const channel_row& r, int j) const {
+    const int a = r.a;
+    float x = mul_rn(p.dsigma[a * p.ld + j], r.sq);
+    if (erases && j < a) x = fma_rn(p.dAr[a * p.ld + j], r.e, x);
     // (Planted bug gpu_delta_rule_backward_drops_carry_key: the carry's cotangent of the keys and decays.)
     if (a == n - 1) x = KALMAN_ORACLE_MUTANT(gpu_delta_rule_backward_drops_carry_key, add_rn(x, c.dc[j]), x);
     return x;
   }
+  KALMAN_ORACLE_HD float h(int a, int j) const { return h(row(a), j); }
   /// d_tj = h_tj w_j ρ_tj (j < t): ρ_tj's cotangent times ρ_tj, its share of every dg_s, j < s <= t.
-  KALMAN_ORACLE_HD float pair_decay(int t, int j) const { return mul_rn(mul_rn(h(t, j), c.w[j * c.ld]), rho(t, j)); }
+  KALMAN_ORACLE_HD float pair_decay(const channel_row& r, int j) const {
+    return mul_rn(mul_rn(h(r, j), c.w[j * c.ld]), rho(r, j));
+  }
+  KALMAN_ORACLE_HD float pair_decay(int t, int j) const { return pair_decay(row(t), j); }
+};
+
+/// channel_pairs with one row's values held (row t of decay_segment_sums: each of the kernel's threads sums
+/// one row's segment, so it loads sq_t, e_t, Γ_t, G_t once rather than at every pair).
+struct channel_pairs_of_row {
+  const channel_pairs& q;
+  channel_row r;
+  KALMAN_ORACLE_HD float pair_decay(int, int j) const { return q.pair_decay(r, j); }
 };
 
 /// One gate a head (GDN): ρ_tj is every channel's, so the channels' pair terms sum to the head's, d_tj =
