@@ -686,21 +686,26 @@ __device__ __forceinline__ void decay_gate_shares(int sets, int n, float* prefix
   __syncthreads();
 }
 
-/// A slice of `columns` channels of a chunk in launch 5's shared memory (both of its kernels): e, w, sq,
+/// Channels of a slice of launch 5's first kernel: 32, so that its products (64 × 32 outputs) give eight
+/// warps a tile each and a block loads K / 32 slices (docs/kernels.md, "Launch 5 in two kernels"); the
+/// gates kernel's slices are `columns` (16) wide, its prefixes four channels at a time.
+constexpr int channel_columns = 32;
+
+/// A slice of up to Width channels of a chunk in launch 5's shared memory (both of its kernels): e, w, sq,
 /// Γ, Γ⁻, G and dX, seven consecutive arrays from e; da and dc channel-major ([il · CP + t]); R [il].
 /// ChannelMajor: the seven arrays too (rows of CP floats, tokens fastest: the gates' kernel, whose decay
-/// prefixes walk a channel's tokens, a warp 32 of them, in 32 banks); else token-major ([t · columns + il]:
-/// the first kernel, whose products and channel_token read 16 channels of a token).
-template <bool ChannelMajor>
+/// prefixes walk a channel's tokens, a warp 32 of them, in 32 banks); else token-major ([t · Width + il]:
+/// the first kernel, whose products and channel_token read the slice's channels of a token).
+template <bool ChannelMajor, int Width>
 struct channel_slice {
-  static constexpr int array_floats = ChannelMajor ? columns * padded(C) : C * columns;
+  static constexpr int array_floats = ChannelMajor ? Width * padded(C) : C * Width;
   float *e, *da, *dc, *R;
   __device__ float* array(int which) const { return e + which * array_floats; }  // 0 e … 5 G, 6 dX
   /// Where (token t, channel il) is in an array.
-  __device__ static int at(int t, int il) { return ChannelMajor ? il * padded(C) + t : t * columns + il; }
+  __device__ static int at(int t, int il) { return ChannelMajor ? il * padded(C) + t : t * Width + il; }
   /// Channel il of the slice, as channel_token, the products and the gates' sums read it.
   __device__ channel_inputs channel(int il) const {
-    const int first = at(0, il), ld = ChannelMajor ? 1 : columns;
+    const int first = at(0, il), ld = ChannelMajor ? 1 : Width;
     return {array(0) + first,
             array(1) + first,
             array(2) + first,
@@ -714,21 +719,21 @@ struct channel_slice {
             R[il]};
   }
   /// A slice's floats from its first array.
-  __host__ __device__ static constexpr int floats() { return 7 * array_floats + 2 * columns * padded(C) + columns; }
+  __host__ __device__ static constexpr int floats() { return 7 * array_floats + 2 * Width * padded(C) + Width; }
   __device__ static channel_slice from(float* first) {
     float* d = first + 7 * array_floats;
-    return {first, d, d + columns * padded(C), d + 2 * columns * padded(C)};
+    return {first, d, d + Width * padded(C), d + 2 * Width * padded(C)};
   }
 };
 
-/// Channels i0 … i0 + columns − 1 of value head `in.h`'s chunk into the slice, every thread of the block
-/// (the reads coalesced: consecutive threads, consecutive channels).
-template <class In, bool ChannelMajor>
-__device__ void load_channel_slice(const channel_slice<ChannelMajor>& s, const device_reader<In>& in, const float* ws,
-                                   const backward_record& rec, float tau, int i0, int n) {
+/// Channels i0 … i0 + width − 1 (width <= Width) of value head `in.h`'s chunk into the slice, every thread
+/// of the block (the reads coalesced: consecutive threads, consecutive channels).
+template <class In, bool ChannelMajor, int Width>
+__device__ void load_channel_slice(const channel_slice<ChannelMajor, Width>& s, const device_reader<In>& in,
+                                   const float* ws, const backward_record& rec, float tau, int i0, int width, int n) {
   const int K = rec.K, CP = padded(C);
-  for_each<channels_threads>(n * columns, [&](int x) {
-    const int t = x / columns, il = x % columns, i = i0 + il, y = s.at(t, il);
+  for_each<channels_threads>(n * width, [&](int x) {
+    const int t = x / width, il = x % width, i = i0 + il, y = s.at(t, il);
     s.array(0)[y] = in.k(t, i);
     s.array(1)[y] = in.w(t, i);
     s.array(2)[y] = mul_rn(tau, in.q(t, i));
@@ -737,14 +742,14 @@ __device__ void load_channel_slice(const channel_slice<ChannelMajor>& s, const d
     s.array(5)[y] = ws[rec.G() + t * K + i];
     s.array(6)[y] = ws[rec.dX() + t * K + i];
   });
-  for_each<channels_threads>(columns * C, [&](int x) {  // da, dc are channel-major: tokens fastest
+  for_each<channels_threads>(width * C, [&](int x) {  // da, dc are channel-major: tokens fastest
     const int il = x / C, t = x % C;
     if (t < n) {
       s.da[il * CP + t] = ws[rec.da() + (i0 + il) * C + t];
       s.dc[il * CP + t] = ws[rec.dc() + (i0 + il) * C + t];
     }
   });
-  for_each<channels_threads>(columns, [&](int il) { s.R[il] = ws[rec.R() + i0 + il]; });
+  for_each<channels_threads>(width, [&](int il) { s.R[il] = ws[rec.R() + i0 + il]; });
 }
 
 /// The chunk's pair cotangents dσ and dA r (rows CP apart: the decay prefixes' warps read 32 rows at one
@@ -763,20 +768,25 @@ __device__ pair_inputs load_pairs(const device_reader<In>& in, const float* ws, 
   return {dsigma, dAr, r, CP};
 }
 
+/// Row stride of launch 5's product columns (Γ⁻ w, Γ sq, Γ e, de: [t · stride + il]): 8 floats past the
+/// slice's width, so that a tensor-core B fragment (rows k = lane % 4, columns lane / 4) falls in 32 banks.
+constexpr int product_column_stride = channel_columns + 8;
+
 /// Launch 5's first kernel's shared memory in floats: dk, dq [C × K]; dσ, dA r [C × CP]; r, the head's
-/// direct sums, dβ's sums, c_j [C]; the slice; direct, F, dG [C × columns]; the prefixes' region
-/// (prefix_channels tables of C × CP: the products' columns, or one gate a head's σ, A / r and prefixes);
-/// the segments' sums.
+/// direct sums, dβ's sums, c_j [C]; the slice (after the last slice: one gate a head's σ, A / r and
+/// prefixes, C × CP each); direct [C × channel_columns]; F, dG [C]; the products' columns [4 × C ×
+/// product_column_stride]; the segments' sums.
 __host__ __device__ constexpr int channels_floats(int K) {
-  return 2 * C * K + 2 * C * padded(C) + 4 * C + channel_slice<false>::floats() + 3 * C * columns +
-         prefix_channels * C * padded(C) + prefix_channels * decay_segments * C;
+  return 2 * C * K + 2 * C * padded(C) + 4 * C + channel_slice<false, channel_columns>::floats() + C * channel_columns +
+         2 * C + 4 * C * product_column_stride + prefix_channels * decay_segments * C;
 }
 
-/// Launch 5, a block a (key head, chunk): dq, dk (dκ), dβ for every rule, and one gate a head's dg. A
-/// factored chunk (not strongly decaying) takes its dq and dk sums as three products (factored_channel),
-/// a strongly decaying one channel_token per (token, channel). A gate a channel's decay-ratio prefixes
-/// and dg are channel_gates_kernel's: compiled beside the products they raised this kernel's spills from
-/// 40 to 152 bytes a thread (H200, 2026-12-06; docs/kernels.md, "Launch 5 in two kernels").
+/// Launch 5, a block a (key head, chunk): dq, dk (dκ), dβ for every rule, and one gate a head's dg, by
+/// slices of channel_columns channels. A factored chunk (not strongly decaying) takes its dq and dk sums as
+/// three products (factored_channel), a strongly decaying one channel_token per (token, channel). A gate
+/// a channel's decay-ratio prefixes and dg are channel_gates_kernel's: compiled beside the products they
+/// raised this kernel's spills from 40 to 152 bytes a thread (H200, 2026-12-06; docs/kernels.md, "Launch
+/// 5 in two kernels").
 template <class In>
 __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch_args a) {
   extern __shared__ float shared[];
@@ -790,16 +800,17 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
   const bool erases = p.rule != delta_rule_kind::gla, head_gated = p.gate == delta_rule_gate::per_head;
   const backward_record& rec = a.rec;
   const int CP = padded(C);
+  constexpr int W = channel_columns, S = product_column_stride;
+  using slice_layout = channel_slice<false, W>;
   float *dk = shared, *dq = dk + C * K, *dsigma = dq + C * K, *dAr = dsigma + C * CP, *r = dAr + C * CP,
         *head_sum = r + C, *beta_sum = head_sum + C, *carry = beta_sum + C, *slice_at = carry + C,
-        *direct = slice_at + channel_slice<false>::floats(), *F = direct + C * columns, *dG = F + C * columns,
-        *prefix = dG + C * columns, *segment_sums = prefix + prefix_channels * C * CP;
-  const auto slice = channel_slice<false>::from(slice_at);
+        *direct = slice_at + slice_layout::floats(), *F = direct + C * W, *dG = F + C, *gin_w = dG + C,
+        *gam_sq = gin_w + C * S, *gam_e = gam_sq + C * S, *de = gam_e + C * S, *segment_sums = de + C * S;
+  const auto slice = slice_layout::from(slice_at);
   // One gate a head (head_pairs): the head's σ, A / r (rows CP apart, as the pair cotangents) and
-  // prefixes in the prefixes' region.
-  float *head_sigma = prefix, *head_dot = head_sigma + C * CP, *head_prefix = head_dot + C * CP;
-  static_assert(3 * C * padded(C) <= prefix_channels * C * padded(C), "head_pairs' tables fit");
-  static_assert(4 * C * columns <= prefix_channels * C * padded(C), "the products' columns fit");
+  // prefixes in the slice's place, once the slices are done.
+  float *head_sigma = slice_at, *head_dot = head_sigma + C * CP, *head_prefix = head_dot + C * CP;
+  static_assert(3 * C * padded(C) <= slice_layout::floats(), "head_pairs' tables fit");
   for (int u = 0; u < group; ++u) {
     const long long h = key_head * group + u;
     const device_reader<In> in(p, b, t0, 0, h);  // (no state read here)
@@ -812,9 +823,10 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
       carry[t] = 0.0f;     // one gate a head: c_t (head_pairs)
       beta_sum[t] = ws[rec.dr() + t];
     });
-    for (int i0 = 0; i0 < K; i0 += columns) {
-      __syncthreads();  // the previous slice read
-      load_channel_slice(slice, in, ws, rec, p.tau, i0, n);
+    for (int i0 = 0; i0 < K; i0 += W) {
+      const int width = min(W, K - i0);  // K is a multiple of 16: the last slice of 16 where K / 16 is odd
+      __syncthreads();                   // the previous slice read
+      load_channel_slice(slice, in, ws, rec, p.tau, i0, width, n);
       __syncthreads();
       // This value head's share of dq and dk at (token t, channel i0 + il).
       const auto add_dq = [&](int t, int il, float dsq) {
@@ -829,23 +841,22 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
         dk[acc] = u == 0 ? dk_h : add_rn(dk[acc], dk_h);
       };
       if (strong) {  // channel_token, a thread a (token, channel)
-        for_each<channels_threads>(n * columns, [&](int x) {
-          const int t = x / columns, il = x % columns;
+        for_each<channels_threads>(n * width, [&](int x) {
+          const int t = x / width, il = x % width;
           const channel_token_gradient g = channel_token(slice.channel(il), pairs, t, n, erases, head_gated, strong);
           add_dq(t, il, g.dsq);
           add_dk(t, il, g);
-          direct[x] = g.direct;
+          direct[t * W + il] = g.direct;
         });
-      } else {  // factored: three products (factored_channel), their columns in the prefixes' region (free here)
-        float *gin_w = prefix, *gam_sq = gin_w + C * columns, *gam_e = gam_sq + C * columns, *de = gam_e + C * columns;
-        for_each<channels_threads>(n * columns, [&](int x) {
-          const int t = x / columns, il = x % columns;
+      } else {  // factored: three products (factored_channel)
+        for_each<channels_threads>(n * width, [&](int x) {
+          const int t = x / width, il = x % width;
           const channel_inputs ch = slice.channel(il);
           const factored_channel f{ch, pairs, n};
-          gin_w[x] = f.gin_w(t);
-          gam_sq[x] = f.gam_sq(t);
-          gam_e[x] = f.gam_e(t);
-          if (head_gated) direct[x] = channel_direct(ch, pairs, t, n, erases);
+          gin_w[t * S + il] = f.gin_w(t);
+          gam_sq[t * S + il] = f.gam_sq(t);
+          gam_e[t * S + il] = f.gam_e(t);
+          if (head_gated) direct[t * W + il] = channel_direct(ch, pairs, t, n, erases);
         });
         __syncthreads();
         const auto with_channel = [&](int il, auto&& use) {
@@ -854,49 +865,49 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
         };
         const bool tensor_cores = a.tensor_cores();
         product_sums<1, 1, channels_threads>(
-            tensor_cores, n, columns,
+            tensor_cores, n, width,
             [&](int t, int il) { return with_channel(il, [&](const factored_channel& f) { return f.dsq_begin(t); }); },
             [&](int t, int il, float acc) {
               add_dq(t, il, with_channel(il, [&](const factored_channel& f) { return f.dsq(t, acc); }));
             },
-            run_of<terms::through_row>({dsigma, CP, 1}, {gin_w, 1, columns}, n));
+            run_of<terms::through_row>({dsigma, CP, 1}, {gin_w, 1, S}, n));
         if (erases)
           product_sums<1, 1, channels_threads>(
-              tensor_cores, n, columns,
+              tensor_cores, n, width,
               [&](int t, int il) { return with_channel(il, [&](const factored_channel& f) { return f.de_begin(t); }); },
               [&](int t, int il, float acc) {
-                de[t * columns + il] = with_channel(il, [&](const factored_channel& f) { return f.de(t, acc); });
+                de[t * S + il] = with_channel(il, [&](const factored_channel& f) { return f.de(t, acc); });
               },
-              run_of<terms::through_row>({dAr, CP, 1}, {gin_w, 1, columns}, n));
+              run_of<terms::through_row>({dAr, CP, 1}, {gin_w, 1, S}, n));
         __syncthreads();  // de complete
         product_sums<1, 1, channels_threads>(
-            tensor_cores, n, columns,
+            tensor_cores, n, width,
             [&](int t, int il) { return with_channel(il, [&](const factored_channel& f) { return f.dw_begin(t); }); },
             [&](int t, int il, float acc) {
               channel_token_gradient g{};
               g.dw = with_channel(il, [&](const factored_channel& f) { return f.dw(t, acc); });
-              if (erases) g.de = de[t * columns + il];
+              if (erases) g.de = de[t * S + il];
               add_dk(t, il, g);
             },
-            run_of<terms::from_row>({dsigma, 1, CP}, {gam_sq, 1, columns}, n),
-            run_of<terms::from_row>({dAr, 1, CP}, {gam_e, 1, columns}, erases ? n : 0));
+            run_of<terms::from_row>({dsigma, 1, CP}, {gam_sq, 1, S}, n),
+            run_of<terms::from_row>({dAr, 1, CP}, {gam_e, 1, S}, erases ? n : 0));
       }
       __syncthreads();
       if (head_gated)  // c_j's terms of the slice's channels, i rising
         for_each<channels_threads>(n, [&](int j) {
-          for (int il = 0; il < columns; ++il)
+          for (int il = 0; il < width; ++il)
             carry[j] = carry_term(channel_pairs{slice.channel(il), pairs, n, erases, strong}, j, carry[j]);
         });
       for_each<channels_threads>(n, [&](int t) {
-        for (int il = 0; il < columns; ++il) {
-          if (head_gated) head_sum[t] = add_rn(head_sum[t], direct[t * columns + il]);
-          beta_sum[t] = fma_rn(slice.array(6)[t * columns + il],
-                               mul_rn(slice.array(3)[t * columns + il], slice.array(0)[t * columns + il]), beta_sum[t]);
+        for (int il = 0; il < width; ++il) {
+          if (head_gated) head_sum[t] = add_rn(head_sum[t], direct[t * W + il]);
+          const int y = slice_layout::at(t, il);
+          beta_sum[t] = fma_rn(slice.array(6)[y], mul_rn(slice.array(3)[y], slice.array(0)[y]), beta_sum[t]);
         }
       });
     }
     if (head_gated) {   // one gate a head: the head's pair terms (head_pairs), prefixes, gate shares
-      __syncthreads();  // c_j complete; the slices' prefix region free
+      __syncthreads();  // c_j complete; the slice's region free
       for_each<channels_threads>(C * C, [&](int x) {
         if (x / C < n && x % C < n) {
           head_sigma[x / C * CP + x % C] = ws[rec.sigma() + x];
@@ -932,7 +943,7 @@ __global__ void __launch_bounds__(channels_threads) channels_kernel(const launch
 /// every channel's direct parts and F, then dg [C × K each]; prefix_channels prefix tables [C × CP]; the
 /// segments' sums.
 __host__ __device__ constexpr int channel_gates_floats(int K) {
-  return 2 * C * padded(C) + C + channel_slice<true>::floats() + 2 * C * K + prefix_channels * C * padded(C) +
+  return 2 * C * padded(C) + C + channel_slice<true, columns>::floats() + 2 * C * K + prefix_channels * C * padded(C) +
          prefix_channels * decay_segments * C;
 }
 
@@ -956,7 +967,7 @@ __global__ void __launch_bounds__(channels_threads) channel_gates_kernel(const l
   const bool erases = p.rule != delta_rule_kind::gla;
   const backward_record& rec = a.rec;
   const int CP = padded(C);
-  using slice_layout = channel_slice<true>;
+  using slice_layout = channel_slice<true, columns>;
   // direct and F token-major ([t · K + i]; F(t), then dg_t); the segments' sums [prefix_channels ×
   // decay_segments × C].
   float *dsigma = shared, *dAr = dsigma + C * CP, *r = dAr + C * CP, *slice_at = r + C,
@@ -969,7 +980,7 @@ __global__ void __launch_bounds__(channels_threads) channel_gates_kernel(const l
   const pair_inputs pairs = load_pairs(in, ws, rec, n, dsigma, dAr, r);
   for (int i0 = 0; i0 < K; i0 += columns) {
     __syncthreads();  // the previous slice read (the first time: the pairs loaded)
-    load_channel_slice(slice, in, ws, rec, p.tau, i0, n);
+    load_channel_slice(slice, in, ws, rec, p.tau, i0, columns, n);
     __syncthreads();
     for_each<channels_threads>(n * columns, [&](int x) {
       const int t = x / columns, il = x % columns;
