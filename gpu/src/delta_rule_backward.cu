@@ -7,12 +7,12 @@
 //   3. cotangents (the same blocks, the chunks in reverse): dS' and dŨ; d_initial_state;
 //   4. value sums (a block of 1024 a (batch row, value head, chunk), 16 value columns at a time
 //                 through shared memory): R, dc, da, dσ, dW, dY (dv), d𝒯, dX, dA;
-//   5. channels   (a block of 1024 a (batch row, key head, chunk), 16 channels at a time, the group's
+//   5. channels   (a block of 1024 a (batch row, key head, chunk), 32 channels at a time, the group's
 //                 value heads in order): dq and dk (a factored chunk: three products, factored_channel;
 //                 a strongly decaying one: channel_token per (token, channel)), dκ, dβ, and one gate a
 //                 head's dg (its decay ratios' prefixes once, from σ and A / r: head_pairs); then, for a
-//                 gate a channel, channel_gates (a block of 1024 a (value head, chunk)): every channel's
-//                 decay ratios' prefixes, four channels at a time, and dg.
+//                 gate a channel, channel_gates (a block of 1024 a (value head, chunk), 16 channels at a
+//                 time): every channel's decay ratios' prefixes, four channels at a time, and dg.
 // Every element is computed by one thread with the arithmetic of models/delta_rule_backward.cuh that the
 // twin runs, from the same binary32 operands (staged in shared memory here, read from its vectors
 // there): the matrix-like sums by register tiles (tiled_sums.cuh: a thread sums a small tile of
