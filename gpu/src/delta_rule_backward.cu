@@ -6,7 +6,9 @@
 //                 S and Ũ;
 //   3. cotangents (the same blocks, the chunks in reverse): dS' and dŨ; d_initial_state;
 //   4. value sums (a block of 1024 a (batch row, value head, chunk), 16 value columns at a time
-//                 through shared memory): R, dc, da, dσ, dW, dY (dv), d𝒯, dX, dA;
+//                 through shared memory): R, dc, da, dσ, dW, dY (dv), d𝒯, dX, dA; with the tensor
+//                 cores a block of 512, dc, da, dσ, d𝒯, dW in the warps' registers through the stages
+//                 and the next stage's operands copied in while one is summed;
 //   5. channels   (a block of 1024 a (batch row, key head, chunk), 32 channels at a time, the group's
 //                 value heads in order): dq and dk (a factored chunk: three products, factored_channel;
 //                 a strongly decaying one: channel_token per (token, channel)), dκ, dβ, and one gate a
@@ -44,9 +46,9 @@ constexpr int C = delta_rule_backward_chunk_tokens;
 /// Launches 1, 4 and 5 hold one block an SM for their shared memory, so a block's threads are all the
 /// warps the SM has: 1024 of them hide shared-memory latency (H200, DeltaNet B = 2, T = 16384, H = 16,
 /// 256 → 1024 threads: operands 22.1 → 12.6 ms, value sums 60.7 → 40.0 (43.9 with 512), channels
-/// 10.2 → 6.3; docs/kernels.md). Which thread sums an element does not change its sum's order: kernel =
-/// twin bit for bit at every block size.
-constexpr int operands_threads = 1024, value_sums_threads = 1024, channels_threads = 1024;
+/// 10.2 → 6.3; docs/kernels.md; launch 4 with the tensor cores takes 512: value_sums_threads_of). Which
+/// thread sums an element does not change its sum's order: kernel = twin bit for bit at every block size.
+constexpr int operands_threads = 1024, channels_threads = 1024;
 /// Launches 2 and 3 run the chunks in order, a block a (batch row, value head, 16 value columns): 256
 /// blocks at B = 2, H = 16, V = 128, two an SM (their shared memory), so 512 threads a block give an SM
 /// 32 warps to hide its latencies with (H200, DeltaNet B = 2, T = 16384, H = 16: docs/kernels.md). Two
@@ -348,11 +350,13 @@ __global__ void __launch_bounds__(operands_threads) operands_kernel(const launch
 
 // ---- 2. states ------------------------------------------------------------------------------------
 // Row strides of launches 2 and 3's shared operands. The binary32 tiles read them along rows or broadcast
-// (any stride will do: K + 1, 16, C as before); the tensor cores' fragments read 8 rows g and 4 columns q
+// (any stride will do: 16 and C as before); the tensor cores' fragments read 8 rows g and 4 columns q
 // at once, which strides of K + 1 (g + q), 16 (g + 16 q) and C (g + 64 q) put in 2 to 8 lanes a bank. With
 // the tensor cores: K + 4 for the keys (4 g + q along a row, g + 4 q down a column), 24 for the 16-column
-// slices (g + 24 q: 32 banks) and C + 8 for σ (g + 8 q).
-__host__ __device__ constexpr int key_stride(bool tensor_cores, int K) { return tensor_cores ? K + 4 : padded(K); }
+// slices (g + 24 q: 32 banks) and C + 8 for σ (g + 8 q). The keys' K + 4 in binary32 too (K + 1 until
+// 2026-12-07): every row then starts 16-byte aligned, so the chunk's operands come 16 bytes a copy
+// (copy_rows_async).
+__host__ __device__ constexpr int key_stride(int K) { return K + 4; }
 __host__ __device__ constexpr int slice_stride(bool tensor_cores) { return tensor_cores ? columns + 8 : columns; }
 __host__ __device__ constexpr int pair_stride(bool tensor_cores) { return tensor_cores ? C + 8 : C; }
 
@@ -360,7 +364,7 @@ template <class In>
 __global__ void __launch_bounds__(state_threads) states_kernel(const launch_args a) {
   extern __shared__ float shared[];
   const delta_rule_problem& p = a.bp.forward;
-  const int K = a.rec.K, V = a.rec.V, j0 = blockIdx.x * columns, KP = key_stride(a.tensor_cores(), K),
+  const int K = a.rec.K, V = a.rec.V, j0 = blockIdx.x * columns, KP = key_stride(K),
             CS = slice_stride(a.tensor_cores());
   const auto slice = [&](int x) { return (x / columns) * CS + x % columns; };  // x = row · columns + column
   const long long h = blockIdx.y;
@@ -378,14 +382,10 @@ __global__ void __launch_bounds__(state_threads) states_kernel(const launch_args
                             [&](int x) { ws[rec.S() + (x / columns) * V + j0 + x % columns] = S[slice(x)]; });
     // The chunk's operands by cp.async, all in flight at once (rows padded: a warp's threads read
     // several rows); U into Ũ's place, which Ũ = U − W S then overwrites element by element.
-    for_each<state_threads>(n * K, [&](int x) {
-      const int at = (x / K) * KP + x % K;
-      copy_async(W + at, ws + rec.W() + x);
-      copy_async(carry + at, ws + rec.carry() + x);
-    });
-    for_each<state_threads>(
-        n * columns, [&](int x) { copy_async(Ut + slice(x), ws + rec.U() + (x / columns) * V + j0 + x % columns); });
-    for_each<state_threads>(K, [&](int i) { copy_async(last + i, ws + rec.gamma_last() + i); });
+    copy_rows_async<state_threads>(W, KP, ws + rec.W(), K, n, K);
+    copy_rows_async<state_threads>(carry, KP, ws + rec.carry(), K, n, K);
+    copy_rows_async<state_threads>(Ut, CS, ws + rec.U() + j0, V, n, columns);
+    copy_rows_async<state_threads>(last, K, ws + rec.gamma_last(), K, 1, K);
     stage_commit();
     stage_wait<0>();
     __syncthreads();
@@ -412,7 +412,7 @@ __global__ void __launch_bounds__(state_threads, 2) cotangents_kernel(const laun
   extern __shared__ float shared[];
   const delta_rule_backward_problem& bp = a.bp;
   const delta_rule_problem& p = bp.forward;
-  const int K = a.rec.K, V = a.rec.V, j0 = blockIdx.x * columns, KP = key_stride(a.tensor_cores(), K),
+  const int K = a.rec.K, V = a.rec.V, j0 = blockIdx.x * columns, KP = key_stride(K),
             CS = slice_stride(a.tensor_cores()), SP = pair_stride(a.tensor_cores());
   const auto slice = [&](int x) { return (x / columns) * CS + x % columns; };  // x = row · columns + column
   const long long h = blockIdx.y;
@@ -434,20 +434,14 @@ __global__ void __launch_bounds__(state_threads, 2) cotangents_kernel(const laun
     for_each<state_threads>(K * columns,
                             [&](int x) { ws[rec.D() + (x / columns) * V + j0 + x % columns] = D[slice(x)]; });
     // The chunk's operands by cp.async (rows padded: a warp's threads read several rows).
-    for_each<state_threads>(n * K, [&](int x) {
-      const int at = (x / K) * KP + x % K;
-      copy_async(keys + at, ws + rec.carry() + x);
-      copy_async(gsq + at, ws + rec.gsq() + x);
-    });
-    for_each<state_threads>(n * C, [&](int x) { copy_async(sigma + (x / C) * SP + x % C, ws + rec.sigma() + x); });
-    for_each<state_threads>(n * columns, [&](int x) {
-      const long long at = ((row0 + c0 + x / columns) * p.heads + h) * V + j0 + x % columns;
-      if (bp.d_o)
-        copy_async(d_o + slice(x), bp.d_o + at);
-      else
-        d_o[slice(x)] = 0.0f;
-    });
-    for_each<state_threads>(K, [&](int i) { copy_async(last + i, ws + rec.gamma_last() + i); });
+    copy_rows_async<state_threads>(keys, KP, ws + rec.carry(), K, n, K);
+    copy_rows_async<state_threads>(gsq, KP, ws + rec.gsq(), K, n, K);
+    copy_rows_async<state_threads>(sigma, SP, ws + rec.sigma(), C, n, C);
+    if (bp.d_o)
+      copy_rows_async<state_threads>(d_o, CS, bp.d_o + ((row0 + c0) * p.heads + h) * V + j0, p.heads * V, n, columns);
+    else
+      for_each<state_threads>(n * columns, [&](int x) { d_o[slice(x)] = 0.0f; });
+    copy_rows_async<state_threads>(last, K, ws + rec.gamma_last(), K, 1, K);
     stage_commit();
     stage_wait<0>();
     __syncthreads();
@@ -461,7 +455,7 @@ __global__ void __launch_bounds__(state_threads, 2) cotangents_kernel(const laun
         run_of<terms::all>({keys, KP, 1}, {D, 1, CS}, K), run_of<terms::from_row>({sigma, 1, SP}, {d_o, 1, CS}, n));
     __syncthreads();  // the carry keys read: W goes over them
     if (erases) {
-      for_each<state_threads>(n * K, [&](int x) { copy_async(keys + (x / K) * KP + x % K, ws + rec.W() + x); });
+      copy_rows_async<state_threads>(keys, KP, ws + rec.W(), K, n, K);
       stage_commit();
       stage_wait<0>();
       __syncthreads();
@@ -499,124 +493,280 @@ __host__ __device__ constexpr int value_sums_stage(int K) {
              ? 2 * K * stage_stride(true) + 6 * C * stage_stride(true)
              : C * padded(K);
 }
-__host__ __device__ constexpr int value_sums_floats(int K) {
-  return C * padded(C) + 2 * C * accumulator_stride(C) + C * C + 2 * K * accumulator_stride(C) +
-         C * accumulator_stride(K) + K + 2 * C + value_sums_stage(K);
+__host__ __device__ constexpr int value_sums_floats(int K, bool tensor_cores) {
+  return C * padded(C) + 2 * C * accumulator_stride(C) + C * C + (tensor_cores ? 0 : 2 * K * accumulator_stride(C)) +
+         C * accumulator_stride(K) + K + 2 * C + (tensor_cores ? 2 : 1) * value_sums_stage(K);
 }
 
-template <class In>
-__global__ void __launch_bounds__(value_sums_threads) value_sums_kernel(const launch_args a) {
+/// Launch 4 with the tensor cores: the five sums that run through every stage of 16 value columns (dc,
+/// da, dW, dσ, d𝒯) as 16 × 16 tiles whose accumulators stay in their warp's registers from the first
+/// stage to the last (until 2026-12-07 each stage's mma_sums read every accumulator from shared memory
+/// and wrote it back). Warp w of W holds tiles w, w + W, … of each sum: of dc_im (A = dS', B = Ũ;
+/// K × n), da_it (S, do; K × n), dW_ti (dŨ, S; n × K), and of the lower triangles of dσ_tm (do, Ũ) and
+/// d𝒯_tm (dŨ, Y) (n × n, the tiles with column tile <= row tile, dσ's then d𝒯's). At K = 128, C = 64:
+/// 32, 32, 32 and 20 tiles (K <= 128: delta_rule_check).
+constexpr int value_square_tiles = (128 / 16) * (C / 16), value_triangle_tiles = (C / 16) * (C / 16 + 1);
+/// Launch 4's threads: 1024 in binary32 (its register tiles live one product at a time), 512 with the
+/// tensor cores, whose warps hold their tiles' accumulators through the stages (2 tiles of each sum a
+/// warp: 64 registers of accumulators, within the 128 that 512 threads allow; with 1024, 32 of the 64,
+/// ptxas spilled 400 bytes).
+__host__ __device__ constexpr int value_sums_threads_of(bool tensor_cores) { return tensor_cores ? 512 : 1024; }
+/// A warp's tiles of one sum: ⌈tiles / warps⌉.
+__host__ __device__ constexpr int value_tiles_of(int tiles, int threads) {
+  return (tiles + threads / 32 - 1) / (threads / 32);
+}
+
+/// TensorCores: the products on the tensor cores (delta_rule_backward_operands::tf32), else register tiles in
+/// binary32; two instantiations, so that neither carries the other's registers.
+template <class In, bool TensorCores>
+__global__ void __launch_bounds__(value_sums_threads_of(TensorCores)) value_sums_kernel(const launch_args a) {
+  constexpr int Threads = value_sums_threads_of(TensorCores);
   extern __shared__ float shared[];
   const delta_rule_backward_problem& bp = a.bp;
   const delta_rule_problem& p = bp.forward;
   const int chunk_g = blockIdx.x;  // below 2^31: gridDim.x
   const long long h = blockIdx.y;
   const chunk_origin origin = origin_of_chunk(a.map, chunk_g);  // as launch 1
-  const int K = a.rec.K, V = a.rec.V, n = origin.tokens, KP = padded(K), CP = padded(C),
-            TP = stage_stride(a.tensor_cores()), AP = accumulator_stride(C), WP = accumulator_stride(K),
-            b = origin.batch_row, t0 = origin.first_token;
+  const int K = a.rec.K, V = a.rec.V, n = origin.tokens, KP = padded(K), CP = padded(C), TP = stage_stride(TensorCores),
+            AP = accumulator_stride(C), WP = accumulator_stride(K), b = origin.batch_row, t0 = origin.first_token;
   const device_reader<In> in(p, b, t0, 0, h);
   const bool erases = p.rule != delta_rule_kind::gla;
   const backward_record& rec = a.rec;
   float* ws = a.record(h, chunk_g);
+  // dc and da in shared memory in binary32 only (with the tensor cores they stay in registers).
   float *Tm = shared, *dsigma = Tm + C * CP, *dTm = dsigma + C * AP, *M = dTm + C * AP, *dc = M + C * C,
-        *da = dc + K * AP, *dW = da + K * AP, *R = dW + C * WP, *drY = R + K, *r = drY + C, *stage = r + C;
-  float *S = stage, *D = S + K * TP, *Ut = D + K * TP, *dUt = Ut + C * TP, *d_o = dUt + C * TP, *v = d_o + C * TP,
-        *Y = v + C * TP, *dY = Y + C * TP;
-  for_each<value_sums_threads>(n * n, [&](int x) { Tm[(x / n) * CP + x % n] = ws[rec.Tm() + (x / n) * C + x % n]; });
-  for_each<value_sums_threads>(n, [&](int t) {
+        *da = dc + K * AP, *dW = TensorCores ? dc : da + K * AP, *R = dW + C * WP, *drY = R + K, *r = drY + C,
+        *stage = r + C;
+  for_each<Threads>(n * n, [&](int x) { Tm[(x / n) * CP + x % n] = ws[rec.Tm() + (x / n) * C + x % n]; });
+  for_each<Threads>(n, [&](int t) {
     r[t] = in.beta(t);
     drY[t] = 0.0f;
   });
-  for_each<value_sums_threads>(K, [&](int i) { R[i] = 0.0f; });
-  for_each<value_sums_threads>(K * n, [&](int x) { dc[(x / n) * AP + x % n] = da[(x / n) * AP + x % n] = 0.0f; });
-  for_each<value_sums_threads>(n * n, [&](int x) { dsigma[(x / n) * AP + x % n] = dTm[(x / n) * AP + x % n] = 0.0f; });
-  for_each<value_sums_threads>(n * K, [&](int x) { dW[(x / K) * WP + x % K] = 0.0f; });
-  for (int j0 = 0; j0 < V; j0 += columns) {
-    __syncthreads();  // the previous stage read
-    for_each<value_sums_threads>(K * columns, [&](int x) {
-      const int i = x / columns, j = x % columns;
-      S[i * TP + j] = ws[rec.S() + i * V + j0 + j];
-      D[i * TP + j] = ws[rec.D() + i * V + j0 + j];
-    });
-    for_each<value_sums_threads>(n * columns, [&](int x) {
-      const int t = x / columns, j = x % columns, at = t * TP + j;
-      Ut[at] = ws[rec.Ut() + t * V + j0 + j];
-      dUt[at] = ws[rec.dUt() + t * V + j0 + j];
-      d_o[at] = bp.d_o ? bp.d_o[((static_cast<long long>(b) * p.tokens + t0 + t) * p.heads + h) * V + j0 + j] : 0.0f;
-      v[at] = in.v(t, j0 + j);
-      Y[at] = mul_rn(r[t], v[at]);
-    });
-    __syncthreads();
-    for_each<value_sums_threads>(K, [&](int i) { R[i] = fma_sum(R[i], D + i * TP, 1, S + i * TP, 1, columns); });
-    // dc_im += Σ_j dS'_ij Ũ_mj, da_it += Σ_j S_ij do_tj (this stage's columns; register tiles: tiled_sums.cuh).
-    product_sums<2, 4, value_sums_threads>(
-        a.tensor_cores(), K, n, [&](int i, int m) { return dc[i * AP + m]; },
-        [&](int i, int m, float acc) { dc[i * AP + m] = acc; }, run_of<terms::all>({D, TP, 1}, {Ut, TP, 1}, columns));
-    product_sums<2, 4, value_sums_threads>(
-        a.tensor_cores(), K, n, [&](int i, int t) { return da[i * AP + t]; },
-        [&](int i, int t, float acc) { da[i * AP + t] = acc; }, run_of<terms::all>({S, TP, 1}, {d_o, TP, 1}, columns));
-    // dσ_tm += Σ_j do_tj Ũ_mj, d𝒯_tm += Σ_j dŨ_tj Y_mj (m ≤ t: the tiles sum the others too, unstored).
-    product_sums<2, 2, value_sums_threads>(
-        a.tensor_cores(), n, n, [&](int t, int m) { return dsigma[t * AP + m]; },
-        [&](int t, int m, float acc) {
-          if (m <= t) dsigma[t * AP + m] = acc;
-        },
-        run_of<terms::all>({d_o, TP, 1}, {Ut, TP, 1}, columns));
-    if (erases) {
-      product_sums<2, 2, value_sums_threads>(
-          a.tensor_cores(), n, n, [&](int t, int m) { return dTm[t * AP + m]; },
+  for_each<Threads>(K, [&](int i) { R[i] = 0.0f; });
+  if constexpr (!TensorCores)
+    for_each<Threads>(K * n, [&](int x) { dc[(x / n) * AP + x % n] = da[(x / n) * AP + x % n] = 0.0f; });
+  for_each<Threads>(n * n, [&](int x) { dsigma[(x / n) * AP + x % n] = dTm[(x / n) * AP + x % n] = 0.0f; });
+  for_each<Threads>(n * K, [&](int x) { dW[(x / K) * WP + x % K] = 0.0f; });
+  // With the tensor cores, this warp's tiles of the five sums (value_square_tiles above) and their
+  // accumulators, kept through the stages.
+  constexpr int warps = Threads / 32, SQ = value_tiles_of(value_square_tiles, Threads),
+                TT = value_tiles_of(value_triangle_tiles, Threads);
+  const int warp = static_cast<int>(threadIdx.x) >> 5, RT = (n + 15) / 16, KT = K / 16, square = KT * RT,
+            triangle = RT * (RT + 1) / 2;
+  float dc_sums[SQ][2][4] = {}, da_sums[SQ][2][4] = {}, dW_sums[SQ][2][4] = {}, triangle_sums[TT][2][4] = {};
+  // Triangle tile u of this warp: dσ's or d𝒯's, its first row and column (recomputed where needed rather
+  // than held: registers are what the accumulators need).
+  struct triangle_tile {
+    bool held, of_dT;
+    int r0, c0;
+  };
+  const auto triangle_tile_of = [&](int u) {
+    const int y = warp + u * warps, z = y >= triangle ? y - triangle : y, rt = triangle_row(z);
+    return triangle_tile{TensorCores && y < (erases ? 2 : 1) * triangle, y >= triangle, rt * 16,
+                         (z - rt * (rt + 1) / 2) * 16};
+  };
+  // The stages, 16 value columns each: S, dS' [K × TP], Ũ, dŨ, do, v, Y = r v, dY [C × TP]. With the tensor
+  // cores two of them, and stage s + 1's binary32 operands (S, dS', Ũ, dŨ, do) come by cp.async and its
+  // values v into registers while stage s is summed: its loads no longer wait between two barriers.
+  const int stages = V / columns, stage_floats = value_sums_stage(K);
+  const auto stage_of = [&](int s) { return stage + (TensorCores ? (s & 1) * stage_floats : 0); };
+  const auto load_operands = [&](int s, float* st) {  // S, dS', Ũ, dŨ, do of stage s
+    const int j0 = s * columns;
+    float *S = st, *D = S + K * TP, *Ut = D + K * TP, *dUt = Ut + C * TP, *d_o = dUt + C * TP;
+    const float* d_o_rows =
+        bp.d_o ? bp.d_o + ((static_cast<long long>(b) * p.tokens + t0) * p.heads + h) * V + j0 : nullptr;
+    if constexpr (TensorCores) {
+      copy_rows_async<Threads>(S, TP, ws + rec.S() + j0, V, K, columns);
+      copy_rows_async<Threads>(D, TP, ws + rec.D() + j0, V, K, columns);
+      copy_rows_async<Threads>(Ut, TP, ws + rec.Ut() + j0, V, n, columns);
+      copy_rows_async<Threads>(dUt, TP, ws + rec.dUt() + j0, V, n, columns);
+      if (d_o_rows) copy_rows_async<Threads>(d_o, TP, d_o_rows, static_cast<long long>(p.heads) * V, n, columns);
+      stage_commit();
+    } else {
+      for_each<Threads>(K * columns, [&](int x) {
+        const int i = x / columns, j = x % columns;
+        S[i * TP + j] = ws[rec.S() + i * V + j0 + j];
+        D[i * TP + j] = ws[rec.D() + i * V + j0 + j];
+      });
+      for_each<Threads>(n * columns, [&](int x) {
+        const int t = x / columns, j = x % columns, at = t * TP + j;
+        Ut[at] = ws[rec.Ut() + t * V + j0 + j];
+        dUt[at] = ws[rec.dUt() + t * V + j0 + j];
+        if (d_o_rows) d_o[at] = d_o_rows[static_cast<long long>(t) * p.heads * V + j];
+      });
+    }
+    if (!d_o_rows) for_each<Threads>(n * columns, [&](int x) { d_o[(x / columns) * TP + x % columns] = 0.0f; });
+  };
+  // Stage s's values, this thread's elements x = threadIdx.x + u · Threads of n × columns.
+  constexpr int value_loads = (C * columns + Threads - 1) / Threads;
+  float values[value_loads];
+  const auto load_values = [&](int s) {
+#pragma unroll
+    for (int u = 0; u < value_loads; ++u) {
+      const int x = static_cast<int>(threadIdx.x) + u * Threads;
+      values[u] = x < n * columns ? in.v(x / columns, s * columns + x % columns) : 0.0f;
+    }
+  };
+  const auto store_values = [&](float* st) {
+    float *v = st + 2 * K * TP + 3 * C * TP, *Y = v + C * TP;
+#pragma unroll
+    for (int u = 0; u < value_loads; ++u) {
+      const int x = static_cast<int>(threadIdx.x) + u * Threads, t = x / columns, at = t * TP + x % columns;
+      if (x < n * columns) {
+        v[at] = values[u];
+        Y[at] = mul_rn(r[t], values[u]);
+      }
+    }
+  };
+  if constexpr (TensorCores) {
+    load_operands(0, stage_of(0));
+    load_values(0);
+    __syncthreads();  // r
+    store_values(stage_of(0));
+  }
+  for (int s = 0; s < stages; ++s) {
+    const int j0 = s * columns;
+    float* st = stage_of(s);
+    float *S = st, *D = S + K * TP, *Ut = D + K * TP, *dUt = Ut + C * TP, *d_o = dUt + C * TP, *v = d_o + C * TP,
+          *Y = v + C * TP, *dY = Y + C * TP;
+    if constexpr (TensorCores) {
+      stage_wait<0>();
+      __syncthreads();  // stage s landed and stored; stage s − 1 (the other buffer) read
+      if (s + 1 < stages) {
+        load_operands(s + 1, stage_of(s + 1));
+        load_values(s + 1);
+      }
+    } else {
+      __syncthreads();  // the previous stage read
+      load_operands(s, st);
+      load_values(s);
+      store_values(st);
+      __syncthreads();
+    }
+    for_each<Threads>(K, [&](int i) { R[i] = fma_sum(R[i], D + i * TP, 1, S + i * TP, 1, columns); });
+    if constexpr (TensorCores) {
+      // This warp's tiles take the stage's 16 terms (mma_slice16: the operations of mma_sums for these
+      // runs, so the bits of its per-stage calls before 2026-12-07).
+#pragma unroll
+      for (int u = 0; u < SQ; ++u) {
+        const int y = warp + u * warps;
+        if (y < square) {
+          mma_slice16(D, Ut, TP, (y / RT) * 16, (y % RT) * 16, K, n, dc_sums[u]);
+          mma_slice16(S, d_o, TP, (y / RT) * 16, (y % RT) * 16, K, n, da_sums[u]);
+          if (erases) mma_slice16(dUt, S, TP, (y / KT) * 16, (y % KT) * 16, n, K, dW_sums[u]);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < TT; ++u) {
+        const triangle_tile tile = triangle_tile_of(u);
+        if (tile.held)
+          mma_slice16(tile.of_dT ? dUt : d_o, tile.of_dT ? Y : Ut, TP, tile.r0, tile.c0, n, n, triangle_sums[u]);
+      }
+    } else {
+      // dc_im += Σ_j dS'_ij Ũ_mj, da_it += Σ_j S_ij do_tj (this stage's columns; register tiles: tiled_sums.cuh).
+      product_sums<2, 4, Threads>(
+          TensorCores, K, n, [&](int i, int m) { return dc[i * AP + m]; },
+          [&](int i, int m, float acc) { dc[i * AP + m] = acc; }, run_of<terms::all>({D, TP, 1}, {Ut, TP, 1}, columns));
+      product_sums<2, 4, Threads>(
+          TensorCores, K, n, [&](int i, int t) { return da[i * AP + t]; },
+          [&](int i, int t, float acc) { da[i * AP + t] = acc; },
+          run_of<terms::all>({S, TP, 1}, {d_o, TP, 1}, columns));
+      // dσ_tm += Σ_j do_tj Ũ_mj, d𝒯_tm += Σ_j dŨ_tj Y_mj (m ≤ t: the tiles sum the others too, unstored).
+      product_sums<2, 2, Threads>(
+          TensorCores, n, n, [&](int t, int m) { return dsigma[t * AP + m]; },
           [&](int t, int m, float acc) {
-            if (m <= t) dTm[t * AP + m] = acc;
+            if (m <= t) dsigma[t * AP + m] = acc;
           },
-          run_of<terms::all>({dUt, TP, 1}, {Y, TP, 1}, columns));
-      product_sums<2, 4, value_sums_threads>(
-          a.tensor_cores(), n, K, [&](int t, int i) { return dW[t * WP + i]; },
-          [&](int t, int i, float acc) { dW[t * WP + i] = acc; },
-          run_of<terms::all>({dUt, TP, 1}, {S, TP, 1}, columns));
+          run_of<terms::all>({d_o, TP, 1}, {Ut, TP, 1}, columns));
+      if (erases) {
+        product_sums<2, 2, Threads>(
+            TensorCores, n, n, [&](int t, int m) { return dTm[t * AP + m]; },
+            [&](int t, int m, float acc) {
+              if (m <= t) dTm[t * AP + m] = acc;
+            },
+            run_of<terms::all>({dUt, TP, 1}, {Y, TP, 1}, columns));
+        product_sums<2, 4, Threads>(
+            TensorCores, n, K, [&](int t, int i) { return dW[t * WP + i]; },
+            [&](int t, int i, float acc) { dW[t * WP + i] = acc; },
+            run_of<terms::all>({dUt, TP, 1}, {S, TP, 1}, columns));
+      }
     }
     // dY = 𝒯ᵀ dŨ (dY_tj = Σ_{a ≥ t} 𝒯_at dŨ_aj); dv = r dY.
-    product_sums<1, 1, value_sums_threads>(
-        a.tensor_cores(), n, columns, [](int, int) { return 0.0f; },
+    product_sums<1, 1, Threads>(
+        TensorCores, n, columns, [](int, int) { return 0.0f; },
         [&](int t, int j, float acc) {
           dY[t * TP + j] = acc;
           bp.dv[((static_cast<long long>(b) * p.tokens + t0 + t) * p.heads + h) * V + j0 + j] = mul_rn(r[t], acc);
         },
         run_of<terms::from_row>({Tm, 1, CP}, {dUt, 1, TP}, n));
+    if (TensorCores && s + 1 < stages) store_values(stage_of(s + 1));
     __syncthreads();
-    for_each<value_sums_threads>(n, [&](int t) { drY[t] = fma_sum(drY[t], dY + t * TP, 1, v + t * TP, 1, columns); });
+    for_each<Threads>(n, [&](int t) { drY[t] = fma_sum(drY[t], dY + t * TP, 1, v + t * TP, 1, columns); });
+  }
+  if constexpr (TensorCores) {
+    // The accumulators out, element e of column tile nt as mma_sums stores it: dc and da straight to the
+    // record, dW and the triangles' lower parts (column <= row) to shared memory.
+    const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, q = lane & 3;
+    const auto store = [&](const float(&tile)[2][4], int r0, int c0, int rows, int cols, bool lower, auto&& out) {
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int row = r0 + g + (e >= 2 ? 8 : 0), col = c0 + 8 * nt + 2 * q + (e & 1);
+          if (row < rows && col < cols && (!lower || col <= row)) out(row, col, tile[nt][e]);
+        }
+    };
+#pragma unroll
+    for (int u = 0; u < SQ; ++u) {
+      const int y = warp + u * warps;
+      if (y >= square) continue;
+      store(dc_sums[u], (y / RT) * 16, (y % RT) * 16, K, n, false,
+            [&](int i, int m, float x) { ws[rec.dc() + i * C + m] = x; });
+      store(da_sums[u], (y / RT) * 16, (y % RT) * 16, K, n, false,
+            [&](int i, int t, float x) { ws[rec.da() + i * C + t] = x; });
+      if (erases)
+        store(dW_sums[u], (y / KT) * 16, (y % KT) * 16, n, K, false,
+              [&](int t, int i, float x) { dW[t * WP + i] = x; });
+    }
+#pragma unroll
+    for (int u = 0; u < TT; ++u) {
+      const triangle_tile tile = triangle_tile_of(u);
+      if (tile.held)
+        store(triangle_sums[u], tile.r0, tile.c0, n, n, true,
+              [&](int t, int m, float x) { (tile.of_dT ? dTm : dsigma)[t * AP + m] = x; });
+    }
   }
   __syncthreads();
   float* X = stage;
-  for_each<value_sums_threads>(n * K, [&](int x) {
+  for_each<Threads>(n * K, [&](int x) {
     dW[(x / K) * WP + x % K] = -dW[(x / K) * WP + x % K];
     X[(x / K) * KP + x % K] = ws[rec.X() + x];
   });
-  for_each<value_sums_threads>(K, [&](int i) { ws[rec.R() + i] = R[i]; });
-  for_each<value_sums_threads>(K * n, [&](int x) {
-    const int i = x / n, m = x % n;
-    ws[rec.dc() + i * C + m] = dc[i * AP + m];
-    ws[rec.da() + i * C + m] = da[i * AP + m];
-  });
-  for_each<value_sums_threads>(n * n,
-                               [&](int x) { ws[rec.dsigma() + (x / n) * C + x % n] = dsigma[(x / n) * AP + x % n]; });
+  for_each<Threads>(K, [&](int i) { ws[rec.R() + i] = R[i]; });
+  if constexpr (!TensorCores)
+    for_each<Threads>(K * n, [&](int x) {
+      const int i = x / n, m = x % n;
+      ws[rec.dc() + i * C + m] = dc[i * AP + m];
+      ws[rec.da() + i * C + m] = da[i * AP + m];
+    });
+  for_each<Threads>(n * n, [&](int x) { ws[rec.dsigma() + (x / n) * C + x % n] = dsigma[(x / n) * AP + x % n]; });
   __syncthreads();
   // d𝒯_tm += Σ_i dW_ti X_mi (m ≤ t); dX = 𝒯ᵀ dW (dX_ti = Σ_{a ≥ t} 𝒯_at dW_ai; GLA: 0).
   if (erases)
-    product_sums<2, 2, value_sums_threads>(
-        a.tensor_cores(), n, n, [&](int t, int m) { return dTm[t * AP + m]; },
+    product_sums<2, 2, Threads>(
+        TensorCores, n, n, [&](int t, int m) { return dTm[t * AP + m]; },
         [&](int t, int m, float acc) {
           if (m <= t) dTm[t * AP + m] = acc;
         },
         run_of<terms::all>({dW, WP, 1}, {X, KP, 1}, K));
-  product_sums<2, 4, value_sums_threads>(
-      a.tensor_cores(), n, K, [](int, int) { return 0.0f; },
+  product_sums<2, 4, Threads>(
+      TensorCores, n, K, [](int, int) { return 0.0f; },
       [&](int t, int i, float acc) { ws[rec.dX() + t * K + i] = acc; },
       run_of<terms::from_row>({Tm, 1, CP}, {dW, 1, WP}, erases ? n : 0));
   __syncthreads();
   // M = 𝒯ᵀ d𝒯 (M_tb = Σ_{a ≥ t} 𝒯_at d𝒯_ab, b < t).
   if (erases)
-    tiled_sums<2, 2, value_sums_threads>(
+    tiled_sums<2, 2, Threads>(
         n, n, [](int, int) { return 0.0f; },
         [&](int t, int bb, float acc) {
           if (bb < t) M[t * C + bb] = acc;
@@ -627,7 +777,7 @@ __global__ void __launch_bounds__(value_sums_threads) value_sums_kernel(const la
   // it, a row a thread.
   float* dA = dTm;
   // dA_tj = −Σ_{b ≤ j} M_tb 𝒯_jb (j < t).
-  interleaved_sums<4, value_sums_threads>(
+  interleaved_sums<4, Threads>(
       n * n, 1, [](int) { return 0.0f; },
       [&](int x, int) {
         return erases && x % n < x / n ? fma_run{M + (x / n) * C, 1, Tm + (x % n) * CP, 1, x % n + 1, false}
@@ -637,9 +787,9 @@ __global__ void __launch_bounds__(value_sums_threads) value_sums_kernel(const la
         if (x % n < x / n) dA[(x / n) * CP + x % n] = erases ? -acc : 0.0f;
       });
   __syncthreads();
-  for_each<value_sums_threads>(
-      n, [&](int t) { ws[rec.dr() + t] = fma_sum(drY[t], dA + t * CP, 1, ws + rec.dot() + t * C, 1, t); });
-  for_each<value_sums_threads>(n * n, [&](int x) {  // coalesced: consecutive threads, consecutive j
+  for_each<Threads>(n,
+                    [&](int t) { ws[rec.dr() + t] = fma_sum(drY[t], dA + t * CP, 1, ws + rec.dot() + t * C, 1, t); });
+  for_each<Threads>(n * n, [&](int x) {  // coalesced: consecutive threads, consecutive j
     const int t = x / n, j = x % n;
     ws[rec.dAr() + t * C + j] = j < t ? mul_rn(dA[t * CP + j], r[t]) : 0.0f;
   });
@@ -1036,15 +1186,16 @@ void launch(const delta_rule_backward_problem& bp, float* workspace, const bool 
                  H = HV / static_cast<unsigned>(p.key_head_group);
   constexpr std::size_t f = sizeof(float);
   const std::size_t operands = f * (operands_region(K, V) + 2 * C * C + C),
-                    states = f * (K * slice_stride(true) + 2 * C * key_stride(true, K) + C * slice_stride(true) + K),
-                    cotangents = f * (K * slice_stride(true) + 2 * C * key_stride(true, K) + C * pair_stride(true) +
+                    states = f * (K * slice_stride(true) + 2 * C * key_stride(K) + C * slice_stride(true) + K),
+                    cotangents = f * (K * slice_stride(true) + 2 * C * key_stride(K) + C * pair_stride(true) +
                                       2 * C * slice_stride(true) + K),
-                    value_sums = f * value_sums_floats(K), channels = f * channels_floats(K),
-                    channel_gates = f * channel_gates_floats(K);
+                    value_sums = f * value_sums_floats(K, false), value_sums_tf32 = f * value_sums_floats(K, true),
+                    channels = f * channels_floats(K), channel_gates = f * channel_gates_floats(K);
   allow_shared(operands_kernel<In>, operands, "cudaFuncSetAttribute(operands_kernel)");
   allow_shared(states_kernel<In>, states, "cudaFuncSetAttribute(states_kernel)");
   allow_shared(cotangents_kernel, cotangents, "cudaFuncSetAttribute(cotangents_kernel)");
-  allow_shared(value_sums_kernel<In>, value_sums, "cudaFuncSetAttribute(value_sums_kernel)");
+  allow_shared(value_sums_kernel<In, false>, value_sums, "cudaFuncSetAttribute(value_sums_kernel)");
+  allow_shared(value_sums_kernel<In, true>, value_sums_tf32, "cudaFuncSetAttribute(value_sums_kernel)");
   allow_shared(channels_kernel<In>, channels, "cudaFuncSetAttribute(channels_kernel)");
   allow_shared(channel_gates_kernel<In>, channel_gates, "cudaFuncSetAttribute(channel_gates_kernel)");
   const dim3 per_chunk(static_cast<unsigned>(chunks), HV, 1), per_columns(static_cast<unsigned>(V / columns), HV, N);
@@ -1054,7 +1205,12 @@ void launch(const delta_rule_backward_problem& bp, float* workspace, const bool 
   check_cuda(cudaGetLastError(), "states_kernel");
   if (which[2]) cotangents_kernel<<<per_columns, state_threads, cotangents, stream>>>(a);
   check_cuda(cudaGetLastError(), "cotangents_kernel");
-  if (which[3] && chunks > 0) value_sums_kernel<In><<<per_chunk, value_sums_threads, value_sums, stream>>>(a);
+  if (which[3] && chunks > 0) {
+    if (bp.operands == delta_rule_backward_operands::tf32)
+      value_sums_kernel<In, true><<<per_chunk, value_sums_threads_of(true), value_sums_tf32, stream>>>(a);
+    else
+      value_sums_kernel<In, false><<<per_chunk, value_sums_threads_of(false), value_sums, stream>>>(a);
+  }
   check_cuda(cudaGetLastError(), "value_sums_kernel");
   if (which[4] && chunks > 0)
     channels_kernel<In><<<dim3(static_cast<unsigned>(chunks), H, 1), channels_threads, channels, stream>>>(a);

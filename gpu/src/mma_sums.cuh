@@ -55,6 +55,34 @@ __device__ __forceinline__ void mma_run(const sum_run<Terms>& s, int r0, int c0,
   }
 }
 
+/// acc += the 16 terms k = 0 … 15 of A.at(r, k) B.at(c, k) into a warp's 16 × 8·NT tile (rows r0 …,
+/// columns c0 …), A and B read at p[row · stride + k]: the operations mma_run performs for a run of
+/// terms::all with count 16, the same fragments in the same order (k0 = 0 then 8, column tiles n
+/// rising), so the same bits, without its per-term tests (every k is a term). Rows from `rows` and
+/// columns from `cols` on enter as zeros, never read.
+template <int NT>
+__device__ __forceinline__ void mma_slice16(const float* A, const float* B, int stride, int r0, int c0, int rows,
+                                            int cols, float (&acc)[NT][4]) {
+  const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, q = lane & 3;
+  const int ra = r0 + g, rb = ra + 8;
+  const bool in_a = ra < rows, in_b = rb < rows;
+  const float *a_row = A + ra * stride + q, *b_row = A + rb * stride + q;
+#pragma unroll
+  for (int k0 = 0; k0 < 16; k0 += 8) {
+    const std::uint32_t a[4] = {
+        in_a ? __float_as_uint(tf32_rn(a_row[k0])) : 0u, in_b ? __float_as_uint(tf32_rn(b_row[k0])) : 0u,
+        in_a ? __float_as_uint(tf32_rn(a_row[k0 + 4])) : 0u, in_b ? __float_as_uint(tf32_rn(b_row[k0 + 4])) : 0u};
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      const int c = c0 + 8 * n + g;
+      const float* column = B + c * stride + q + k0;
+      const std::uint32_t b[2] = {c < cols ? __float_as_uint(tf32_rn(column[0])) : 0u,
+                                  c < cols ? __float_as_uint(tf32_rn(column[4])) : 0u};
+      warp_mma::mma_tf32_16x8x8(acc[n], a, b);
+    }
+  }
+}
+
 /// For every output (r, c), r < rows, c < cols: acc = begin(r, c), then each run's terms (operands
 /// rounded to TF32, summed on the tensor cores), then end(r, c, acc). Warp w of the block takes the
 /// tiles w, w + Threads / 32, … of 16 rows × 8·NT columns, row tiles outermost; each output is one
