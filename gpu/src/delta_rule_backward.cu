@@ -201,10 +201,89 @@ __device__ __forceinline__ fma_run no_terms() { return {nullptr, 0, nullptr, 0, 
 /// apart across the warp): the rows then start in different banks.
 __host__ __device__ constexpr int padded(int width) { return width + 1; }
 
-/// Launch 1's shared memory: e, w, sq, G, Γ, Γ⁻ [C × (K + 1)] (later r v [C × V] over them), 𝒯 and
-/// A / r [C × C], r [C].
+/// Row strides of launch 1's tensor-core operands: 𝒯 [C × (C + 4)], r v [C × (V + 4)] and, in a factored
+/// chunk with the tensor cores, Γ e, Γ sq, Γ⁻ w and X [C × (K + 4)]. A TF32 fragment reads 8 rows g and 4
+/// columns q at once (A's, or B's where B is read along its rows), or 4 rows q and 8 columns g (B read
+/// down its columns): a stride of 4 mod 32 puts them in 4g + q or g + 4q, 32 different banks, where
+/// K + 1 (g + q), C and V (q, or g) put 4 to 8 lanes in a bank (56% of the launch's shared wavefronts
+/// were such conflicts: Nsight Compute, H100, 2026-12-06). The binary32 tiles read A's rows broadcast and
+/// B along consecutive columns, so 𝒯 and r v are as conflict-free there, and its factored keys keep K + 1
+/// (consecutive threads take consecutive rows of Γ⁻ w: with K + 4 they would share banks).
+constexpr int inverse_stride = C + 4;
+__host__ __device__ constexpr int value_row_stride(int V) { return V + 4; }
+__host__ __device__ constexpr int factored_key_stride(int K, bool tensor_cores) { return tensor_cores ? K + 4 : K + 1; }
+/// Launch 1's shared memory: e, w, sq, G, Γ, Γ⁻ [C × (K + 1)] (in a factored chunk later Γ e, Γ sq, Γ⁻ w,
+/// X [C × factored_key_stride] over them; later r v [C × (V + 4)]), 𝒯 [C × inverse_stride], A [C × C],
+/// r [C].
 __host__ __device__ constexpr int operands_region(int K, int V) {
-  return 6 * C * padded(K) > C * V ? 6 * C * padded(K) : C * V;
+  return 6 * C * padded(K) > C * value_row_stride(V) ? 6 * C * padded(K) : C * value_row_stride(V);
+}
+__host__ __device__ constexpr int operands_floats(int K, int V) {
+  return operands_region(K, V) + C * inverse_stride + C * C + C;
+}
+
+/// Rows of 𝒯 a block of the solve below takes at once, their sums in registers (ptxas, launch 1 at its 64
+/// registers a thread: 4 rows spill 4 bytes, 8 rows 12, 16 rows, as the forward's solve takes, 44 to 48).
+constexpr int solve_rows = 8;
+/// Column j of 𝒯 = (I + A)⁻¹ (A strictly lower, rows C floats apart; 𝒯's rows inverse_stride apart, those
+/// from n on not written: A's rows there enter only sums that are never stored) by forward substitution in
+/// binary32: 𝒯_tj = −Σ_{m=j}^{t−1} A_tm 𝒯_mj,
+/// a fused multiply-add a term, m rising (the twin's order; 𝒯_jj = 1, 𝒯_tj = 0 above). The rows are taken
+/// solve_rows at a time, their sums in registers: first the terms of the earlier blocks' rows, then, inside
+/// the block, right-looking, each entry as soon as it is known enters the later rows' sums. Each row still
+/// adds its terms m = j, j + 1, … in order (the same bits as row by row), but solve_rows independent
+/// chains run at once: until 2026-12-07 a thread's one chain was C(C − 1)/2 dependent operations long (the
+/// forward's solve has done this since 2026-12-03). The warp's threads read A at the same addresses
+/// (broadcast): its terms m < j are skipped, not added as zeros.
+__device__ __forceinline__ void unit_lower_inverse_column(const float* A, int j, int n, float* Tm) {
+  const int first = j & ~31;  // the warp's first column (a multiple of four)
+  for (int b0 = 0; b0 < n; b0 += solve_rows) {
+    if (b0 + solve_rows <= first) {  // the whole block above the warp's columns: zeros
+#pragma unroll
+      for (int r = 0; r < solve_rows; ++r)
+        if (b0 + r < n) Tm[(b0 + r) * inverse_stride + j] = 0.0f;
+      continue;
+    }
+    float s[solve_rows];
+#pragma unroll
+    for (int r = 0; r < solve_rows; ++r) s[r] = 0.0f;
+    // The earlier blocks' terms, four rows m at a time.
+    for (int m0 = first; m0 < b0; m0 += 4) {
+      float column[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) column[u] = Tm[(m0 + u) * inverse_stride + j];
+#pragma unroll
+      for (int r = 0; r < solve_rows; ++r) {
+        const float4 a = *reinterpret_cast<const float4*>(A + (b0 + r) * C + m0);
+        if (m0 >= j) s[r] = fma_rn(a.x, column[0], s[r]);
+        if (m0 + 1 >= j) s[r] = fma_rn(a.y, column[1], s[r]);
+        if (m0 + 2 >= j) s[r] = fma_rn(a.z, column[2], s[r]);
+        if (m0 + 3 >= j) s[r] = fma_rn(a.w, column[3], s[r]);
+      }
+    }
+    // Inside the block, right-looking, four rows m at a time.
+#pragma unroll
+    for (int q0 = 0; q0 < solve_rows; q0 += 4) {
+      float column[4];  // 𝒯_mj, m = b0 + q0 … b0 + q0 + 3
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int m = b0 + q0 + u;
+#pragma unroll
+        for (int w = 0; w < u; ++w)
+          if (b0 + q0 + w >= j) s[q0 + u] = fma_rn(A[m * C + b0 + q0 + w], column[w], s[q0 + u]);
+        column[u] = m == j ? 1.0f : m > j ? -s[q0 + u] : 0.0f;
+        if (m < n) Tm[m * inverse_stride + j] = column[u];
+      }
+#pragma unroll
+      for (int r = q0 + 4; r < solve_rows; ++r) {
+        const float4 a = *reinterpret_cast<const float4*>(A + (b0 + r) * C + b0 + q0);
+        if (b0 + q0 >= j) s[r] = fma_rn(a.x, column[0], s[r]);
+        if (b0 + q0 + 1 >= j) s[r] = fma_rn(a.y, column[1], s[r]);
+        if (b0 + q0 + 2 >= j) s[r] = fma_rn(a.z, column[2], s[r]);
+        if (b0 + q0 + 3 >= j) s[r] = fma_rn(a.w, column[3], s[r]);
+      }
+    }
+  }
 }
 
 // ---- 1. operands ---------------------------------------------------------------------------------
@@ -217,13 +296,14 @@ __global__ void __launch_bounds__(operands_threads) operands_kernel(const launch
   // The chunk's reader: its token t is token t0 + t of batch row b (fewer values live than a sequence's
   // reader asked for the chunk's offset plus t).
   const chunk_origin origin = origin_of_chunk(a.map, chunk_g);
-  const int K = a.rec.K, V = a.rec.V, n = origin.tokens, L = n - 1, KP = padded(K), b = origin.batch_row,
-            t0 = origin.first_token;
+  const int K = a.rec.K, V = a.rec.V, n = origin.tokens, L = n - 1, KP = padded(K),
+            KQ = factored_key_stride(K, a.tensor_cores()), b = origin.batch_row, t0 = origin.first_token;
   const device_reader<In> in(p, b, t0, 0, h);  // (no state read here)
   const bool erases = p.rule != delta_rule_kind::gla, decays = p.gate != delta_rule_gate::none;
+  // A = r ⊙ (A / r) (strictly lower; what the solve for 𝒯 reads, each product r_t (A / r)_tm formed once).
   float *e = shared, *w = e + C * KP, *sq = w + C * KP, *G = sq + C * KP, *gam = G + C * KP, *gin = gam + C * KP,
-        *Tm = shared + operands_region(K, V), *dot = Tm + C * C, *r = dot + C * C;
-  float* ws = a.record(h, chunk_g);
+        *Tm = shared + operands_region(K, V), *A = Tm + C * inverse_stride, *r = A + C * C;
+  float *ws = a.record(h, chunk_g), *keyed_rows = shared;  // a factored chunk's Γ e, Γ sq, Γ⁻ w, X
   const backward_record& rec = a.rec;
   for_each<operands_threads>(n, [&](int t) { r[t] = in.beta(t); });
   for_each<operands_threads>(n * K, [&](int x) {
@@ -276,76 +356,95 @@ __global__ void __launch_bounds__(operands_threads) operands_kernel(const launch
         if (with_a) d = fma_rn(mul_rn(e_t[i], rho), w_j[i], d);
         s = fma_rn(mul_rn(sq_t[i], rho), w_j[i], s);
       }
-      dot[t * C + j] = d;
+      A[t * C + j] = mul_rn(r[t], d);
       ws[rec.dot() + t * C + j] = d;
       ws[rec.sigma() + t * C + j] = s;
     });
     for_each<operands_threads>(n * n, [&](int x) {
       const int t = x / n, j = x % n;
-      if (j > t) dot[t * C + j] = ws[rec.dot() + t * C + j] = ws[rec.sigma() + t * C + j] = 0.0f;
+      if (j > t) A[t * C + j] = ws[rec.dot() + t * C + j] = ws[rec.sigma() + t * C + j] = 0.0f;
     });
   } else {
     // A factored chunk (ρ_tj,i = Γ_t,i Γ⁻_j,i): A / r = (Γ e)(Γ⁻ w)ᵀ and σ = (Γ sq)(Γ⁻ w)ᵀ, two products
     // over the channels from +0, i rising (factored_keys; register tiles, or the tensor cores with tf32).
-    // The keyed operands go to the record first; then Γ e over G (not read again), Γ sq over sq, Γ⁻ w
-    // over w.
+    // The keyed operands go to the record first; then each thread forms its elements' Γ e, Γ sq, Γ⁻ w in
+    // registers and X = r Γ ⊙ e into the record, and after a barrier writes the four (X read back from its
+    // own stores) over e, w, sq, G with rows of factored_key_stride floats (K + 4 with the tensor cores:
+    // conflict-free fragments). X held in registers too made the launch spill 28 bytes (ptxas).
     write_keyed_operands();
+    constexpr int held = C * 128 / operands_threads;  // a thread's elements of n × K (K <= 128)
+    float keyed[held][3];
+#pragma unroll
+    for (int u = 0; u < held; ++u) {
+      const int x = static_cast<int>(threadIdx.x) + u * operands_threads, t = x / K, at = t * KP + x % K;
+      if (x < n * K) {
+        const factored_keys f = factored_keys_of(gam[at], gin[at], e[at], sq[at], w[at]);
+        keyed[u][0] = f.gam_e;
+        keyed[u][1] = f.gam_sq;
+        keyed[u][2] = f.gin_w;
+        ws[rec.X() + x] = mul_rn(mul_rn(r[t], gam[at]), e[at]);
+      }
+    }
+    __syncthreads();  // e, w, sq, Γ, Γ⁻ read
+#pragma unroll
+    for (int u = 0; u < held; ++u) {
+      const int x = static_cast<int>(threadIdx.x) + u * operands_threads, at = (x / K) * KQ + x % K;
+      if (x < n * K) {
+#pragma unroll
+        for (int which = 0; which < 3; ++which) keyed_rows[which * C * KQ + at] = keyed[u][which];
+        keyed_rows[3 * C * KQ + at] = ws[rec.X() + x];  // this thread's own store above
+      }
+    }
     __syncthreads();
-    for_each<operands_threads>(n * K, [&](int x) {
-      const int at = (x / K) * KP + x % K;
-      const factored_keys f = factored_keys_of(gam[at], gin[at], e[at], sq[at], w[at]);
-      G[at] = f.gam_e;
-      sq[at] = f.gam_sq;
-      w[at] = f.gin_w;
-    });
-    __syncthreads();
+    const float *gam_e = keyed_rows, *gam_sq = gam_e + C * KQ, *gin_w = gam_sq + C * KQ;
     if (erases)
       product_sums<2, 4, operands_threads>(
           a.tensor_cores(), n, n, [](int, int) { return 0.0f; },
-          [&](int t, int j, float acc) { dot[t * C + j] = ws[rec.dot() + t * C + j] = j < t ? acc : 0.0f; },
-          run_of<terms::all>({G, KP, 1}, {w, KP, 1}, K));
+          [&](int t, int j, float acc) {
+            A[t * C + j] = j < t ? mul_rn(r[t], acc) : 0.0f;
+            ws[rec.dot() + t * C + j] = j < t ? acc : 0.0f;
+          },
+          run_of<terms::all>({gam_e, KQ, 1}, {gin_w, KQ, 1}, K));
     else
       for_each<operands_threads>(n * n,
-                                 [&](int x) { dot[(x / n) * C + x % n] = ws[rec.dot() + (x / n) * C + x % n] = 0.0f; });
+                                 [&](int x) { A[(x / n) * C + x % n] = ws[rec.dot() + (x / n) * C + x % n] = 0.0f; });
     product_sums<2, 4, operands_threads>(
         a.tensor_cores(), n, n, [](int, int) { return 0.0f; },
         [&](int t, int j, float acc) { ws[rec.sigma() + t * C + j] = j <= t ? acc : 0.0f; },
-        run_of<terms::all>({sq, KP, 1}, {w, KP, 1}, K));
+        run_of<terms::all>({gam_sq, KQ, 1}, {gin_w, KQ, 1}, K));
   }
   __syncthreads();
-  for_each<operands_threads>(n, [&](int j) {  // 𝒯, one thread a column, rows in order
-    for (int t = 0; t < n; ++t) {
-      float acc = 0.0f;
-#pragma unroll 8  // the loads of a group issued together: the chain waits on its fma only
-      for (int m = j; m < t; ++m) acc = fma_rn(mul_rn(r[t], dot[t * C + m]), Tm[m * C + j], acc);
-      Tm[t * C + j] = t < j ? 0.0f : t == j ? 1.0f : -acc;
-    }
-  });
-  // While 64 threads solve for 𝒯, the others write the chunk's keyed operands (a strongly decaying
-  // chunk's: a factored one's are written) and form X.
-  if (strong) write_keyed_operands();
-  // X = r Γ ⊙ e, over e (each element by its own thread; e is not read again).
-  for_each<operands_threads>(n * K, [&](int x) {
-    const int t = x / K, at = t * KP + x % K;
-    e[at] = mul_rn(mul_rn(r[t], gam[at]), e[at]);
-    ws[rec.X() + x] = e[at];
-  });
+  if (threadIdx.x < n) unit_lower_inverse_column(A, static_cast<int>(threadIdx.x), n, Tm);
+  // While 64 threads solve for 𝒯, the others write a strongly decaying chunk's keyed operands (a
+  // factored one's are written) and form its X = r Γ ⊙ e over e (each element by its own thread; e is
+  // not read again; a factored chunk's X is formed).
+  if (strong) {
+    write_keyed_operands();
+    for_each<operands_threads>(n * K, [&](int x) {
+      const int t = x / K, at = t * KP + x % K;
+      e[at] = mul_rn(mul_rn(r[t], gam[at]), e[at]);
+      ws[rec.X() + x] = e[at];
+    });
+  }
   __syncthreads();
-  for_each<operands_threads>(n * n, [&](int x) { ws[rec.Tm() + (x / n) * C + x % n] = Tm[(x / n) * C + x % n]; });
+  for_each<operands_threads>(n * n,
+                             [&](int x) { ws[rec.Tm() + (x / n) * C + x % n] = Tm[(x / n) * inverse_stride + x % n]; });
   // W = 𝒯X (W_ti = Σ_{m ≤ t} 𝒯_tm X_mi; register tiles: tiled_sums.cuh).
+  const float* X = strong ? e : keyed_rows + 3 * C * KQ;
   product_sums<2, 4, operands_threads>(
       a.tensor_cores(), n, K, [](int, int) { return 0.0f; },
       [&](int t, int i, float acc) { ws[rec.W() + t * K + i] = acc; },
-      run_of<terms::through_row>({Tm, C, 1}, {e, 1, KP}, n));
+      run_of<terms::through_row>({Tm, inverse_stride, 1}, {X, 1, strong ? KP : KQ}, n));
   __syncthreads();  // X read: Y = r v goes over it
   float* Y = shared;
-  for_each<operands_threads>(n * V, [&](int x) { Y[x] = mul_rn(r[x / V], in.v(x / V, x % V)); });
+  const int YS = value_row_stride(V);
+  for_each<operands_threads>(n * V, [&](int x) { Y[(x / V) * YS + x % V] = mul_rn(r[x / V], in.v(x / V, x % V)); });
   __syncthreads();
   // U = 𝒯Y.
   product_sums<2, 4, operands_threads>(
       a.tensor_cores(), n, V, [](int, int) { return 0.0f; },
       [&](int t, int j, float acc) { ws[rec.U() + t * V + j] = acc; },
-      run_of<terms::through_row>({Tm, C, 1}, {Y, 1, V}, n));
+      run_of<terms::through_row>({Tm, inverse_stride, 1}, {Y, 1, YS}, n));
 }
 
 // ---- 2. states ------------------------------------------------------------------------------------
@@ -1185,7 +1284,7 @@ void launch(const delta_rule_backward_problem& bp, float* workspace, const bool 
   const unsigned N = static_cast<unsigned>(a.map.sequences), HV = static_cast<unsigned>(p.heads),
                  H = HV / static_cast<unsigned>(p.key_head_group);
   constexpr std::size_t f = sizeof(float);
-  const std::size_t operands = f * (operands_region(K, V) + 2 * C * C + C),
+  const std::size_t operands = f * operands_floats(K, V),
                     states = f * (K * slice_stride(true) + 2 * C * key_stride(K) + C * slice_stride(true) + K),
                     cotangents = f * (K * slice_stride(true) + 2 * C * key_stride(K) + C * pair_stride(true) +
                                       2 * C * slice_stride(true) + K),
