@@ -32,6 +32,7 @@
 
 #include "async_copy.cuh"
 #include "cuda_check.hpp"
+#include "delta_rule_backward_shifted.hpp"
 #include "device_arena.hpp"
 #include "kalman_oracle/gpu/delta_rule_backward.hpp"
 #include "kalman_oracle/gpu/models/delta_rule_backward.cuh"
@@ -1351,7 +1352,9 @@ void delta_rule_backward_device_launch(const delta_rule_backward_problem& bp, de
   launch_dtype(bp, static_cast<float*>(bp.workspace), one);
 }
 
-void delta_rule_backward_host(const delta_rule_backward_problem& host) {
+void delta_rule_backward_host(const delta_rule_backward_problem& host) { delta_rule_backward_host_shifted(host, 0); }
+
+void delta_rule_backward_host_shifted(const delta_rule_backward_problem& host, int d_o_shift) {
   delta_rule_backward_check(host);
   const delta_rule_problem& hp = host.forward;
   const long long B = hp.batch, T = hp.tokens, HV = hp.heads, K = hp.key_dim, V = hp.value_dim,
@@ -1368,7 +1371,7 @@ void delta_rule_backward_host(const delta_rule_backward_problem& host) {
                                                 : arena.upload(hp.g, {B, T, HV}, hp.dtype);
   p.initial_state = arena.upload(hp.initial_state, {N, HV, K, V}, hp.dtype);
   p.o = p.final_state = nullptr;
-  device.d_o = arena.upload(host.d_o, B * T * HV * V);
+  device.d_o = arena.upload(host.d_o, B * T * HV * V, d_o_shift);
   device.d_final_state = arena.upload(host.d_final_state, N * HV * K * V);
   const auto out = [&](float* x, long long count) { return x ? arena.poisoned(count) : nullptr; };
   const long long G = hp.gate == delta_rule_gate::per_channel ? K : 1;

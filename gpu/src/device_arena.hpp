@@ -46,14 +46,16 @@ class device_arena {
     return on_device;
   }
 
-  /// `count` floats copied to the device (null when `x` is null).
-  const float* upload(const float* x, long long count) {
+  /// `count` floats copied to the device (null when `x` is null), `shift` floats past the start of an
+  /// allocation (cudaMalloc's: 256-byte aligned; a shift not a multiple of 4 gives a pointer that is not
+  /// 16-byte aligned, as a caller's view into a larger tensor may be).
+  const float* upload(const float* x, long long count, int shift = 0) {
     if (x == nullptr) return nullptr;
-    void* block = allocate(static_cast<std::size_t>(count) * sizeof(float));
+    float* block = static_cast<float*>(allocate(static_cast<std::size_t>(count + shift) * sizeof(float))) + shift;
     if (count > 0)
       check_cuda(cudaMemcpy(block, x, static_cast<std::size_t>(count) * sizeof(float), cudaMemcpyHostToDevice),
                  "cudaMemcpy");
-    return static_cast<const float*>(block);
+    return block;
   }
 
   /// `count` floats, every bit set (NaN): an output a kernel fails to write stays NaN.

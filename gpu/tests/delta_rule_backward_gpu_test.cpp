@@ -7,6 +7,7 @@
 // on the tensor cores, accumulated in their own order) are not the twin's bits: each run's gradients must
 // lie within the `tf32-tc` tier's budget of the reference adjoint computed on the spot, as the twin's do
 // in CI, so kernel and twin are within twice that budget of each other; and run after run the same bits.
+// A cotangent d_o off the 16-byte alignment (launch 4's 4-byte copies) gives the aligned run's bits.
 // Without a CUDA device: "SKIP: <why>".
 #include <doctest/doctest.h>
 
@@ -17,6 +18,7 @@
 
 #include "delta_rule_backward_budget.hpp"
 #include "delta_rule_backward_cases.hpp"
+#include "delta_rule_backward_shifted.hpp"
 #include "delta_rule_varlen_cases.hpp"
 #include "kalman_oracle/gpu/twin/delta_rule_backward_twin.hpp"
 #include "kla_cases.hpp"
@@ -101,6 +103,39 @@ TEST_CASE("gpu: the tf32 backward kernels are within the tf32-tc budget of the r
                                                << " problems, run twice: the same bits; worst share of the tf32-tc "
                                                   "budget "
                                                << overall);
+}
+
+TEST_CASE("gpu: a cotangent d_o off the 16-byte alignment (4-byte copies) gives the aligned run's bits") {
+  if (skip_without_device()) return;
+  // Launch 4 copies d_o's rows by copy_rows_async: 16 bytes a copy where d_o is 16-byte aligned (every
+  // other test's uploads are), else 4 bytes (docs/kernels.md, "Launch 4's sums in registers"). Both must
+  // put the same numbers in shared memory, so the gradients' bits cannot depend on d_o's address.
+  unsigned seed = 9000;
+  int compared = 0;
+  for (const backward_case& c : gpu_backward_cases()) {
+    if ((c.cotangents & 1) == 0 || c.T == 0) continue;
+    INFO(describe(c));
+    const drawn x = draw(c, seed++);
+    const float tau = static_cast<float>(std::pow(static_cast<double>(c.K), -0.5));
+    for (const delta_rule_backward_operands operands :
+         {delta_rule_backward_operands::f32, delta_rule_backward_operands::tf32}) {
+      backward_run aligned(c, x, tau);
+      aligned.problem.operands = operands;
+      delta_rule_backward_host(aligned.problem);
+      for (const int shift : {1, 2, 3}) {
+        CAPTURE(shift);
+        CAPTURE(operands == delta_rule_backward_operands::tf32);
+        backward_run shifted(c, x, tau);
+        shifted.problem.operands = operands;
+        delta_rule_backward_host_shifted(shifted.problem, shift);
+        check_same_gradients(shifted, aligned);
+        ++compared;
+      }
+    }
+  }
+  CHECK(compared > 0);
+  MESSAGE("chunked delta-rule backward: d_o shifted by 1, 2, 3 floats = aligned, bit for bit, on " << compared
+                                                                                                   << " runs");
 }
 
 TEST_CASE(
