@@ -608,8 +608,8 @@ __host__ __device__ constexpr int value_sums_floats(int K, bool tensor_cores) {
 constexpr int value_square_tiles = (128 / 16) * (C / 16), value_triangle_tiles = (C / 16) * (C / 16 + 1);
 /// Launch 4's threads: 1024 in binary32 (its register tiles live one product at a time), 512 with the
 /// tensor cores, whose warps hold their tiles' accumulators through the stages (2 tiles of each sum a
-/// warp: 64 registers of accumulators, within the 128 that 512 threads allow; with 1024, 32 of the 64,
-/// ptxas spilled 400 bytes).
+/// warp: 64 registers of accumulators, within the 128 that 512 threads allow, ptxas then spilling 100 bytes,
+/// about 25 spill loads a thread a stage; with 1024, 32 of the 64, ptxas spilled 400 bytes).
 __host__ __device__ constexpr int value_sums_threads_of(bool tensor_cores) { return tensor_cores ? 512 : 1024; }
 /// A warp's tiles of one sum: ⌈tiles / warps⌉.
 __host__ __device__ constexpr int value_tiles_of(int tiles, int threads) {
