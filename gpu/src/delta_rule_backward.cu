@@ -223,69 +223,9 @@ __host__ __device__ constexpr int operands_floats(int K, int V) {
   return operands_region(K, V) + C * inverse_stride + C * C + C;
 }
 
-/// Rows of 𝒯 a block of the solve below takes at once, their sums in registers (ptxas, launch 1 at its 64
+/// Rows of 𝒯 a block of launch 1's solve takes at once, their sums in registers (ptxas, launch 1 at its 64
 /// registers a thread: 4 rows spill 4 bytes, 8 rows 12, 16 rows, as the forward's solve takes, 44 to 48).
 constexpr int solve_rows = 8;
-/// Column j of 𝒯 = (I + A)⁻¹ (A strictly lower, rows C floats apart; 𝒯's rows inverse_stride apart, those
-/// from n on not written: A's rows there enter only sums that are never stored) by forward substitution in
-/// binary32: 𝒯_tj = −Σ_{m=j}^{t−1} A_tm 𝒯_mj,
-/// a fused multiply-add a term, m rising (the twin's order; 𝒯_jj = 1, 𝒯_tj = 0 above). The rows are taken
-/// solve_rows at a time, their sums in registers: first the terms of the earlier blocks' rows, then, inside
-/// the block, right-looking, each entry as soon as it is known enters the later rows' sums. Each row still
-/// adds its terms m = j, j + 1, … in order (the same bits as row by row), but solve_rows independent
-/// chains run at once: until 2026-12-07 a thread's one chain was C(C − 1)/2 dependent operations long (the
-/// forward's solve has done this since 2026-12-03). The warp's threads read A at the same addresses
-/// (broadcast): its terms m < j are skipped, not added as zeros.
-__device__ __forceinline__ void unit_lower_inverse_column(const float* A, int j, int n, float* Tm) {
-  const int first = j & ~31;  // the warp's first column (a multiple of four)
-  for (int b0 = 0; b0 < n; b0 += solve_rows) {
-    if (b0 + solve_rows <= first) {  // the whole block above the warp's columns: zeros
-#pragma unroll
-      for (int r = 0; r < solve_rows; ++r)
-        if (b0 + r < n) Tm[(b0 + r) * inverse_stride + j] = 0.0f;
-      continue;
-    }
-    float s[solve_rows];
-#pragma unroll
-    for (int r = 0; r < solve_rows; ++r) s[r] = 0.0f;
-    // The earlier blocks' terms, four rows m at a time.
-    for (int m0 = first; m0 < b0; m0 += 4) {
-      float column[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) column[u] = Tm[(m0 + u) * inverse_stride + j];
-#pragma unroll
-      for (int r = 0; r < solve_rows; ++r) {
-        const float4 a = *reinterpret_cast<const float4*>(A + (b0 + r) * C + m0);
-        if (m0 >= j) s[r] = fma_rn(a.x, column[0], s[r]);
-        if (m0 + 1 >= j) s[r] = fma_rn(a.y, column[1], s[r]);
-        if (m0 + 2 >= j) s[r] = fma_rn(a.z, column[2], s[r]);
-        if (m0 + 3 >= j) s[r] = fma_rn(a.w, column[3], s[r]);
-      }
-    }
-    // Inside the block, right-looking, four rows m at a time.
-#pragma unroll
-    for (int q0 = 0; q0 < solve_rows; q0 += 4) {
-      float column[4];  // 𝒯_mj, m = b0 + q0 … b0 + q0 + 3
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int m = b0 + q0 + u;
-#pragma unroll
-        for (int w = 0; w < u; ++w)
-          if (b0 + q0 + w >= j) s[q0 + u] = fma_rn(A[m * C + b0 + q0 + w], column[w], s[q0 + u]);
-        column[u] = m == j ? 1.0f : m > j ? -s[q0 + u] : 0.0f;
-        if (m < n) Tm[m * inverse_stride + j] = column[u];
-      }
-#pragma unroll
-      for (int r = q0 + 4; r < solve_rows; ++r) {
-        const float4 a = *reinterpret_cast<const float4*>(A + (b0 + r) * C + b0 + q0);
-        if (b0 + q0 >= j) s[r] = fma_rn(a.x, column[0], s[r]);
-        if (b0 + q0 + 1 >= j) s[r] = fma_rn(a.y, column[1], s[r]);
-        if (b0 + q0 + 2 >= j) s[r] = fma_rn(a.z, column[2], s[r]);
-        if (b0 + q0 + 3 >= j) s[r] = fma_rn(a.w, column[3], s[r]);
-      }
-    }
-  }
-}
 
 // ---- 1. operands ---------------------------------------------------------------------------------
 template <class In>
@@ -415,7 +355,8 @@ __global__ void __launch_bounds__(operands_threads) operands_kernel(const launch
         run_of<terms::all>({gam_sq, KQ, 1}, {gin_w, KQ, 1}, K));
   }
   __syncthreads();
-  if (threadIdx.x < n) unit_lower_inverse_column(A, static_cast<int>(threadIdx.x), n, Tm);
+  if (threadIdx.x < n)  // 𝒯, one thread a column (models/delta_rule_backward.cuh)
+    unit_lower_inverse_column_blocked<solve_rows>(A, C, static_cast<int>(threadIdx.x), n, Tm, inverse_stride);
   // While 64 threads solve for 𝒯, the others write a strongly decaying chunk's keyed operands (a
   // factored one's are written) and form its X = r Γ ⊙ e over e (each element by its own thread; e is
   // not read again; a factored chunk's X is formed).

@@ -66,6 +66,54 @@ TEST_SUITE("twin") {
       }
   }
 
+  // Launch 1's blocked solve for 𝒯 (unit_lower_inverse_column_blocked, models/delta_rule_backward.cuh) must
+  // give the bits of the twin's row-by-row substitution, 𝒯_tj = −Σ_{m=j}^{t−1} A_tm 𝒯_mj, one fma a term from
+  // +0, m rising: at every chunk length (blocks of 8 and 16 rows, short and partial last blocks), every
+  // column (the "warp's first column" 0 and 32), rows of A and 𝒯 strided as launch 1 lays them out. The
+  // terms are random binary32 numbers of many magnitudes, so a term dropped, added out of order or added as
+  // a zero (A holds infinities left of the diagonal's columns j, which only a skip leaves out) changes
+  // bits. A planted bug (an earlier block's fourth row left out) must fail it (meta-test in
+  // gpu/CMakeLists.txt).
+  TEST_CASE("twin: launch 1's blocked solve for T equals the row-by-row substitution bit for bit") {
+    constexpr int C = delta_rule_backward_chunk_tokens, lda = C, ldt = C + 4;
+    std::mt19937 gen(20261207);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::uniform_int_distribution<int> binade(-6, 2);
+    std::vector<float> A(C * lda);
+    int compared = 0;
+    for (int n : {0, 1, 3, 4, 7, 8, 9, 15, 16, 17, 31, 32, 33, 40, 63, 64})
+      for (int trial = 0; trial < 3; ++trial) {
+        for (int t = 0; t < C; ++t)
+          for (int m = 0; m < C; ++m)
+            A[t * lda + m] = m < t ? std::ldexp(normal(gen), binade(gen)) / static_cast<float>(C) : 0.0f;
+        // The row-by-row substitution (the twin's order), column by column.
+        std::vector<float> want(C * ldt, std::nanf("")), got_8 = want, got_16 = want;
+        for (int j = 0; j < n; ++j)
+          for (int t = 0; t < n; ++t) {
+            float acc = 0.0f;
+            for (int m = j; m < t; ++m) acc = fma_rn(A[t * lda + m], want[m * ldt + j], acc);
+            want[t * ldt + j] = t < j ? 0.0f : t == j ? 1.0f : -acc;
+          }
+        for (int j = 0; j < n; ++j) {
+          // Infinities where the column's terms are skipped (m < j): a term added as a zero would be NaN.
+          std::vector<float> poisoned = A;
+          for (int t = j + 1; t < C; ++t)
+            for (int m = (j & ~31); m < j; ++m) poisoned[t * lda + m] = INFINITY;
+          unit_lower_inverse_column_blocked<8>(poisoned.data(), lda, j, n, got_8.data(), ldt);
+          unit_lower_inverse_column_blocked<16>(poisoned.data(), lda, j, n, got_16.data(), ldt);
+        }
+        for (int t = 0; t < C; ++t)
+          for (int j = 0; j < C; ++j) {
+            INFO("n " << n << ", trial " << trial << ", row " << t << ", column " << j);
+            const float w = want[t * ldt + j];
+            CHECK(std::bit_cast<std::uint32_t>(got_8[t * ldt + j]) == std::bit_cast<std::uint32_t>(w));
+            CHECK(std::bit_cast<std::uint32_t>(got_16[t * ldt + j]) == std::bit_cast<std::uint32_t>(w));
+            compared += t < n && j < n;
+          }
+      }
+    MESSAGE("blocked solve = row-by-row substitution, bit for bit, on " << compared << " entries");
+  }
+
   TEST_CASE("twin: chunked delta-rule backward within the gradient budget of the reference adjoint") {
     unsigned seed = 31;
     double overall = 0;

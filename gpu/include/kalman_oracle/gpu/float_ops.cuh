@@ -17,6 +17,13 @@
 #else
 #define KALMAN_ORACLE_HD inline
 #endif
+// `#pragma unroll` in a function both sides compile: the device's loop unrolled, the host compiler (which
+// warns of pragmas it does not know) given nothing.
+#if defined(__CUDA_ARCH__)
+#define KALMAN_ORACLE_DEVICE_UNROLL _Pragma("unroll")
+#else
+#define KALMAN_ORACLE_DEVICE_UNROLL
+#endif
 
 namespace kalman_oracle::gpu {
 

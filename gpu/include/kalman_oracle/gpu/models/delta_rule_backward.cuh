@@ -81,6 +81,84 @@ KALMAN_ORACLE_HD float keyed_pair_sum(const float* x_t, const float* w_j, const 
   return acc;
 }
 
+/// Four consecutive floats (16-byte aligned): one vector load on the device, four loads on the host.
+struct four_floats {
+  float x, y, z, w;
+};
+KALMAN_ORACLE_HD four_floats load_four(const float* p) {
+#ifdef __CUDA_ARCH__
+  const float4 v = *reinterpret_cast<const float4*>(p);
+  return {v.x, v.y, v.z, v.w};
+#else
+  return {p[0], p[1], p[2], p[3]};
+#endif
+}
+
+/// Column j of 𝒯 = (I + A)⁻¹ (A strictly lower, rows lda floats apart, lda and A 16-byte aligned; 𝒯's rows
+/// ldt apart, those from n on not written: A's rows there enter only sums that are never stored) by forward
+/// substitution in binary32, 𝒯_tj = −Σ_{m=j}^{t−1} A_tm 𝒯_mj (𝒯_jj = 1, 𝒯_tj = 0 above), each sum a chain of
+/// fused multiply-adds from +0, m rising: the twin's order (twin/delta_rule_backward_twin.hpp solves row by
+/// row; so did launch 1 until 2026-12-07, a thread's one chain C(C − 1)/2 dependent operations long). The
+/// rows are taken Rows at a time (a multiple of 4), their sums in registers: first the terms of the earlier
+/// blocks' rows, then, inside the block, right-looking, each entry as soon as it is known enters the later
+/// rows' sums, so Rows chains run at once and each row still adds its terms in order. The terms from column
+/// `first` = j rounded down to 32 (on the GPU, the warp's first column: the warp's threads read A at the same
+/// addresses, broadcast) are visited, those m < j skipped, not added as zeros (an infinite A there would
+/// make a zero product NaN). gpu_twin_tests checks it against the row-by-row order bit for bit.
+template <int Rows>
+KALMAN_ORACLE_HD void unit_lower_inverse_column_blocked(const float* A, int lda, int j, int n, float* T, int ldt) {
+  static_assert(Rows % 4 == 0, "the rows are taken four at a time");
+  const int first = j & ~31;
+  for (int b0 = 0; b0 < n; b0 += Rows) {
+    if (b0 + Rows <= first) {  // the whole block above the warp's columns: zeros
+      KALMAN_ORACLE_DEVICE_UNROLL
+      for (int r = 0; r < Rows; ++r)
+        if (b0 + r < n) T[(b0 + r) * ldt + j] = 0.0f;
+      continue;
+    }
+    float s[Rows];
+    KALMAN_ORACLE_DEVICE_UNROLL
+    for (int r = 0; r < Rows; ++r) s[r] = 0.0f;
+    // The earlier blocks' terms, four rows m at a time.
+    for (int m0 = first; m0 < b0; m0 += 4) {
+      float column[4];
+      KALMAN_ORACLE_DEVICE_UNROLL
+      for (int u = 0; u < 4; ++u) column[u] = T[(m0 + u) * ldt + j];
+      KALMAN_ORACLE_DEVICE_UNROLL
+      for (int r = 0; r < Rows; ++r) {
+        const four_floats a = load_four(A + (b0 + r) * lda + m0);
+        if (m0 >= j) s[r] = fma_rn(a.x, column[0], s[r]);
+        if (m0 + 1 >= j) s[r] = fma_rn(a.y, column[1], s[r]);
+        if (m0 + 2 >= j) s[r] = fma_rn(a.z, column[2], s[r]);
+        // (Planted bug gpu_blocked_solve_drops_term: an earlier block's fourth row left out of the sums.)
+        if (KALMAN_ORACLE_MUTANT(gpu_blocked_solve_drops_term, m0 + 3 >= j, false)) s[r] = fma_rn(a.w, column[3], s[r]);
+      }
+    }
+    // Inside the block, right-looking, four rows m at a time.
+    KALMAN_ORACLE_DEVICE_UNROLL
+    for (int q0 = 0; q0 < Rows; q0 += 4) {
+      float column[4];  // 𝒯_mj, m = b0 + q0 … b0 + q0 + 3
+      KALMAN_ORACLE_DEVICE_UNROLL
+      for (int u = 0; u < 4; ++u) {
+        const int m = b0 + q0 + u;
+        KALMAN_ORACLE_DEVICE_UNROLL
+        for (int w = 0; w < u; ++w)
+          if (b0 + q0 + w >= j) s[q0 + u] = fma_rn(A[m * lda + b0 + q0 + w], column[w], s[q0 + u]);
+        column[u] = m == j ? 1.0f : m > j ? -s[q0 + u] : 0.0f;
+        if (m < n) T[m * ldt + j] = column[u];
+      }
+      KALMAN_ORACLE_DEVICE_UNROLL
+      for (int r = q0 + 4; r < Rows; ++r) {
+        const four_floats a = load_four(A + (b0 + r) * lda + b0 + q0);
+        if (b0 + q0 >= j) s[r] = fma_rn(a.x, column[0], s[r]);
+        if (b0 + q0 + 1 >= j) s[r] = fma_rn(a.y, column[1], s[r]);
+        if (b0 + q0 + 2 >= j) s[r] = fma_rn(a.z, column[2], s[r]);
+        if (b0 + q0 + 3 >= j) s[r] = fma_rn(a.w, column[3], s[r]);
+      }
+    }
+  }
+}
+
 /// A factored chunk's keyed operands at one (token, channel): ρ_tj = Γ_t Γ⁻_j split between a pair's two
 /// sides, Γ e and Γ sq on the row's, Γ⁻ w on the column's. A / r_tj = Σ_i (Γ e)_ti (Γ⁻ w)_ji and
 /// σ_tj = Σ_i (Γ sq)_ti (Γ⁻ w)_ji, from +0, i rising (launch 1's products: the same terms as
