@@ -68,6 +68,27 @@ __device__ __forceinline__ void for_each(int count, F&& f) {
   for (int e = static_cast<int>(threadIdx.x); e < count; e += Threads) f(e);
 }
 
+/// for_each with its loads issued first: for e = threadIdx.x + u · Threads, U of them at a time, every
+/// value[u] = load(e), then every store(e, value[u]). A for_each whose body loads and stores waits out each
+/// load's latency before the next (the readers' branches keep the compiler from moving a load above the
+/// store before it), which in a launch of one block an SM nothing hides; here U loads a thread are in
+/// flight at once. The same loads and stores, so the same bits. Launch 5's slices and pair cotangents
+/// take it (0.3 to 1.8% faster, H100, 2026-12-07); launch 1's keys and values did not keep it: with 8 and
+/// 4 loads in flight launch 1 took 0.45 to 0.9 ms longer (docs/kernels.md, "Staged loads").
+template <int Threads, int U, class Load, class Store>
+__device__ __forceinline__ void for_each_loaded(int count, Load&& load, Store&& store) {
+  using value_type = decltype(load(0));
+  for (int first = static_cast<int>(threadIdx.x); first < count; first += U * Threads) {
+    value_type value[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (first + u * Threads < count) value[u] = load(first + u * Threads);
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (first + u * Threads < count) store(first + u * Threads, value[u]);
+  }
+}
+
 /// The inputs of one (sequence, value head), widened (the twin's delta_rule_reader): token t of the
 /// sequence, in batch row b from token t0; its initial state s.
 template <class In>
@@ -923,16 +944,26 @@ template <class In, bool ChannelMajor, int Width>
 __device__ void load_channel_slice(const channel_slice<ChannelMajor, Width>& s, const device_reader<In>& in,
                                    const float* ws, const backward_record& rec, float tau, int i0, int width, int n) {
   const int K = rec.K, CP = padded(C);
-  for_each<channels_threads>(n * width, [&](int x) {
-    const int t = x / width, il = x % width, i = i0 + il, y = s.at(t, il);
-    s.array(0)[y] = in.k(t, i);
-    s.array(1)[y] = in.w(t, i);
-    s.array(2)[y] = mul_rn(tau, in.q(t, i));
-    s.array(3)[y] = ws[rec.gam() + t * K + i];
-    s.array(4)[y] = ws[rec.gin() + t * K + i];
-    s.array(5)[y] = ws[rec.G() + t * K + i];
-    s.array(6)[y] = ws[rec.dX() + t * K + i];
-  });
+  struct channel_values {
+    float k, w, q, gam, gin, G, dX;
+  };
+  for_each_loaded<channels_threads, 1>(
+      n * width,
+      [&](int x) {
+        const int t = x / width, i = i0 + x % width, at = t * K + i;
+        return channel_values{in.k(t, i),         in.w(t, i),       in.q(t, i),       ws[rec.gam() + at],
+                              ws[rec.gin() + at], ws[rec.G() + at], ws[rec.dX() + at]};
+      },
+      [&](int x, const channel_values& got) {
+        const int y = s.at(x / width, x % width);
+        s.array(0)[y] = got.k;
+        s.array(1)[y] = got.w;
+        s.array(2)[y] = mul_rn(tau, got.q);
+        s.array(3)[y] = got.gam;
+        s.array(4)[y] = got.gin;
+        s.array(5)[y] = got.G;
+        s.array(6)[y] = got.dX;
+      });
   for_each<channels_threads>(width * C, [&](int x) {  // da, dc are channel-major: tokens fastest
     const int il = x / C, t = x % C;
     if (t < n) {
@@ -949,12 +980,17 @@ template <class In>
 __device__ pair_inputs load_pairs(const device_reader<In>& in, const float* ws, const backward_record& rec, int n,
                                   float* dsigma, float* dAr, float* r) {
   const int CP = padded(C);
-  for_each<channels_threads>(C * C, [&](int x) {  // indices over C, a constant: shifts, not divisions by n
-    if (x / C < n && x % C < n) {
-      dsigma[x / C * CP + x % C] = ws[rec.dsigma() + x];
-      dAr[x / C * CP + x % C] = ws[rec.dAr() + x];
-    }
-  });
+  for_each_loaded<channels_threads, 2>(  // indices over C, a constant: shifts, not divisions by n
+      C * C,
+      [&](int x) {
+        return x / C < n && x % C < n ? float2{ws[rec.dsigma() + x], ws[rec.dAr() + x]} : float2{0.0f, 0.0f};
+      },
+      [&](int x, float2 got) {
+        if (x / C < n && x % C < n) {
+          dsigma[x / C * CP + x % C] = got.x;
+          dAr[x / C * CP + x % C] = got.y;
+        }
+      });
   for_each<channels_threads>(n, [&](int t) { r[t] = in.beta(t); });
   return {dsigma, dAr, r, CP};
 }
