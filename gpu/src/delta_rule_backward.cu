@@ -73,8 +73,8 @@ __device__ __forceinline__ void for_each(int count, F&& f) {
 /// load's latency before the next (the readers' branches keep the compiler from moving a load above the
 /// store before it), which in a launch of one block an SM nothing hides; here U loads a thread are in
 /// flight at once. The same loads and stores, so the same bits. Launch 5's slices and pair cotangents
-/// take it (0.3 to 1.8% faster, H100, 2026-12-07); launch 1's keys and values did not keep it: with 8 and
-/// 4 loads in flight launch 1 took 0.45 to 0.9 ms longer (docs/kernels.md, "Staged loads").
+/// take it (0.4 to 1.6% faster with tf32, H100, 2026-12-07); launch 1's keys and values did not keep it:
+/// with 8 and 4 loads in flight launch 1 took 0.45 to 0.9 ms longer (docs/kernels.md, "Staged loads").
 template <int Threads, int U, class Load, class Store>
 __device__ __forceinline__ void for_each_loaded(int count, Load&& load, Store&& store) {
   using value_type = decltype(load(0));
