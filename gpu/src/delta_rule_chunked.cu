@@ -120,24 +120,8 @@ __device__ __forceinline__ void for_each_tile(int rows, int cols, F&& f) {
     f(tile / across * 16, tile % across * 16);
 }
 
+/// Gates a thread reads before it sums any (prepare's gate sums, below): one load latency covers 16.
 constexpr int load_batch = 16;
-
-/// use(x, load(x)) for x = first, first + stride, ... below count, the loads of load_batch of them
-/// issued before any is used: these loops read global memory at low occupancy, and one latency then
-/// covers load_batch elements instead of one.
-template <class Load, class Use>
-__device__ __forceinline__ void for_each_loaded(int first, int count, int stride, Load&& load, Use&& use) {
-  using value_type = decltype(load(0));
-  for (int base = first; base < count; base += stride * load_batch) {
-    value_type value[load_batch];
-#pragma unroll
-    for (int u = 0; u < load_batch; ++u)
-      if (base + u * stride < count) value[u] = load(base + u * stride);
-#pragma unroll
-    for (int u = 0; u < load_batch; ++u)
-      if (base + u * stride < count) use(base + u * stride, value[u]);
-  }
-}
 
 /// x[offset + u·step], u = 0 … 7, widened: one 16-byte load (two for binary32) where the eight are
 /// contiguous and 16-byte aligned (fla's layouts), else eight loads.
