@@ -270,7 +270,7 @@ int check_memory_against_reference(const delta_rule_validate_shape& n,
     for (std::size_t j = 0; j < tasks; ++j)
       for (const double v : value(*per_task[j]).data()) scale = std::max(scale, std::fabs(v));
     for (std::size_t j = 0; j < tasks; ++j)
-      for (const double b : budget(*per_task[j]).data()) c.vacuous += b >= scale ? 1 : 0;
+      for (const double b : budget(*per_task[j]).data()) c.count_scale(b, scale);
   };
   using result = check::fixed_gain_tensor_core_result;
   count_vacuous(

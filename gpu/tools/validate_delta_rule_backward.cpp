@@ -163,7 +163,7 @@ int check_memory_backward_against_reference(const delta_rule_problem& forward, b
                    (per_token ? ", token " + std::to_string(s.first_token + t) : "") + ", head " + std::to_string(h) +
                    (inner > 1 ? ", element " + std::to_string(i) : "");
           });
-          cmp.vacuous += budget >= scale ? 1 : 0;
+          cmp.count_scale(budget, scale);
         }
     }
     return cmp;

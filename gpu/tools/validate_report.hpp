@@ -22,6 +22,15 @@ struct comparison {
   /// Elements whose budget reaches the output's scale (the largest |reference| compared): within such
   /// a budget any value of the output's size passes, so the output is reported UNVERIFIED, not PASS.
   std::size_t vacuous = 0;
+  /// The largest budget / scale among the elements count_scale saw (0 when it saw none): how far the worst
+  /// budget is from saying something, where `vacuous` only says how many say nothing.
+  double largest_budget_over_scale = 0;
+
+  /// One element's budget against the output's scale (the largest |reference| compared).
+  void count_scale(double budget, double scale) {
+    if (budget >= scale) ++vacuous;
+    largest_budget_over_scale = std::max(largest_budget_over_scale, scale > 0 ? budget / scale : INFINITY);
+  }
 
   /// One element: the kernel's value, the reference's, its budget, and where it is (for the report).
   template <class Where>
@@ -69,11 +78,14 @@ inline void print_comparison(const comparison& c, bool json, const std::string& 
                           ? "binary32 proven bound + binary64 reference bound, on the binary64 trajectory"
                           : "estimate: " + budget_note;
     shape["vacuous_budgets"] = c.vacuous;
+    if (c.largest_budget_over_scale > 0) shape["largest_budget_over_scale"] = c.largest_budget_over_scale;
     shape["verdict"] = c.verdict();
     std::printf("%s\n", shape.dump().c_str());
   } else {
+    char largest[64];
+    std::snprintf(largest, sizeof largest, " (the largest %.3g times it)", c.largest_budget_over_scale);
     const std::string vacuous =
-        c.vacuous != 0 ? ", " + std::to_string(c.vacuous) + " with a budget above the output's scale" : "";
+        c.vacuous != 0 ? ", " + std::to_string(c.vacuous) + " with a budget above the output's scale" + largest : "";
     std::printf("%s  %-20s %s  %zu elements%s, worst %.3g%% of budget (error %.3g, budget %.3g, %s)%s%s\n",
                 label.c_str(), c.output.c_str(), c.verdict(), c.elements, vacuous.c_str(), 100 * c.worst_share,
                 c.worst_error, c.worst_budget, c.worst_where.c_str(),
