@@ -274,6 +274,10 @@ int main(int argc, char** argv) {
                    "the fixed-gain family: the backward's products in f32 (binary32, the default; the sequential "
                    "adjoint's budget) or tf32 (on the tensor cores; the tf32-tc tier's budget of the chunked adjoint)")
       ->check(CLI::IsMember({"f32", "tf32"}));
+  bool validate_strict = false;
+  validate->add_flag("--strict", validate_strict,
+                     "the fixed-gain family and the KDN memory: a gradient within its budget but beyond the typical "
+                     "envelope of honest binary32 evaluations (SUSPECT) fails too (exit 1)");
   std::string validate_device = "cuda";
   validate->add_option("--device", validate_device, "cuda (the kernel) or twin (its CPU twin: small shapes)")
       ->check(CLI::IsMember({"twin", "cuda"}));
@@ -302,6 +306,7 @@ int main(int argc, char** argv) {
     delta.json = validate_options.json;
     delta.threads = validate_options.threads;
     delta.twin = validate_options.twin;
+    delta.strict = validate_strict;
     if (validate_backward_operands == "tf32") delta.backward_operands = gpu::delta_rule_backward_operands::tf32;
     return run_validate_delta_rule(shape_texts, delta);
   }
@@ -312,12 +317,19 @@ int main(int argc, char** argv) {
                  validate_backward_operands.c_str(), validate_model.c_str());
     return 2;
   }
+  if (app.got_subcommand("validate") && validate_model == "kla" && validate_strict) {
+    std::fprintf(stderr,
+                 "kalman-oracle-gpu validate: --strict with --model kla; rule: the typical envelope it acts on is the "
+                 "fixed-gain family's and the KDN memory's backward\n");
+    return 2;
+  }
   if (app.got_subcommand("validate") && validate_model != "kla") {
     kdn_validate.form = validate_model == "kdn_diagonal" ? gpu::kdn_form::diagonal : gpu::kdn_form::isotropic;
     kdn_validate.seed = validate_options.seed;
     kdn_validate.json = validate_options.json;
     kdn_validate.threads = validate_options.threads;
     kdn_validate.twin = validate_options.twin;
+    kdn_validate.strict = validate_strict;
     return run_validate_kdn(shape_texts, kdn_validate);
   }
   if (app.got_subcommand("validate")) return run_validate(shape_texts, validate_options);

@@ -41,10 +41,13 @@ struct delta_rule_validate_options {
   /// The backward's products: f32 (binary32, the sequential adjoint's budget) or tf32 (the tensor cores,
   /// the tf32-tc tier's budget of the chunked adjoint).
   delta_rule_backward_operands backward_operands = delta_rule_backward_operands::f32;
+  /// A gradient beyond its typical envelope (SUSPECT) fails the run too.
+  bool strict = false;
 };
 
 /// Runs every shape; prints one line (or JSON object) per shape and output; returns 0 when every
-/// compared element is within its budget, 1 otherwise.
+/// compared element is within its budget (and, with `strict`, every gradient within its typical
+/// envelope), 1 otherwise.
 int validate_delta_rule(const delta_rule_validate_options& options);
 
 /// The sequences of a memory problem by their definition (batch row b, or cu_seqlens[n] … cu_seqlens[n + 1]
@@ -60,11 +63,13 @@ using memory_head_problem = std::function<fixed_gain_inputs<double>(const delta_
 /// sampled head, `head_problem(s, h)` is run in the chunked WY form with the bf16-tc budget; the
 /// kernel's o [B, T, H, V] and final_state [N, H, K, V] (N the sequences) are compared element by
 /// element and one line (or JSON object, `shape` its fields) printed per output, headed by `label`.
-/// Returns 0 when every element is within budget.
+/// Each element is held to the typical envelope of honest members run on the same head and sequence too
+/// (validate_typical_envelope.hpp): beyond it but within budget, the output is SUSPECT. Returns 0 when
+/// every element is within budget and, with `strict`, within its envelope.
 int check_memory_against_reference(const delta_rule_validate_shape& n,
                                    const std::vector<delta_rule_sequence>& sequences, const std::vector<float>& out,
                                    const std::vector<float>& final_state, const std::vector<long long>& heads,
                                    const memory_head_problem& head_problem, unsigned threads, bool json,
-                                   const std::string& label, const nlohmann::json& shape);
+                                   const std::string& label, const nlohmann::json& shape, bool strict = false);
 
 }  // namespace kalman_oracle::gpu::tools

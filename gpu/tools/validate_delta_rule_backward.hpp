@@ -31,10 +31,14 @@ namespace kalman_oracle::gpu::tools {
 /// (delta_rule_backward_operands::tf32), and the reference is the chunked adjoint (grad/fixed_gain_chunked.hpp,
 /// chunks of 64) in a tensor_core_scope of TF32 over running_error<double>: the `tf32-tc` tier's gradient
 /// budget, 2 (u E_acc + 2⁻¹¹ E_op), of the form the kernel computes (one carry, entry by entry: an estimate).
+/// Beside the budget, each element is held to the typical envelope of honest binary32 members run on the same
+/// head and sequence (validate_typical_envelope.hpp): beyond it but within budget, the gradient is SUSPECT,
+/// which fails the check (returns 1) only with `strict`.
 int check_memory_backward_against_reference(const delta_rule_problem& forward, bool twin, unsigned seed,
                                             const std::vector<long long>& heads,
                                             const memory_head_problem& head_problem, unsigned threads, bool json,
                                             const std::string& label, const nlohmann::json& shape,
-                                            delta_rule_backward_operands operands = delta_rule_backward_operands::f32);
+                                            delta_rule_backward_operands operands = delta_rule_backward_operands::f32,
+                                            bool strict = false);
 
 }  // namespace kalman_oracle::gpu::tools

@@ -500,14 +500,15 @@ int validate_memory(const kdn_gain_validate_options& o, const kdn_gain_validate_
   };
   nlohmann::json shape = shape_fields(o, n, model, "memory", heads.size());
   shape["V"] = n.K;
-  int status = check_memory_against_reference({n.B, n.T, n.H, n.K, n.K, n.sequences}, validate_sequences(m), out,
-                                              final_state, heads, head_problem, threads, o.json, label, shape);
+  int status =
+      check_memory_against_reference({n.B, n.T, n.H, n.K, n.K, n.sequences}, validate_sequences(m), out, final_state,
+                                     heads, head_problem, threads, o.json, label, shape, o.strict);
   // The memory's backward with the same κ (the gain kernels' backward is checked above, from the gain
   // path's own cotangents): every gradient of the two-key rule against the binary64 adjoint.
   std::snprintf(label, sizeof label, "%s memory backward %s B=%d T=%d%s H=%d K=%d V=%d (%zu heads)", model,
                 o.twin ? "twin" : "kernel", n.B, n.T, sequences_label(n).c_str(), n.H, n.K, n.K, heads.size());
-  if (check_memory_backward_against_reference(m, o.twin, o.seed, heads, head_problem, threads, o.json, label, shape) !=
-      0)
+  if (check_memory_backward_against_reference(m, o.twin, o.seed, heads, head_problem, threads, o.json, label, shape,
+                                              delta_rule_backward_operands::f32, o.strict) != 0)
     status = 1;
   return status;
 }

@@ -25,6 +25,12 @@ struct comparison {
   /// The largest budget / scale among the elements count_scale saw (0 when it saw none): how far the worst
   /// budget is from saying something, where `vacuous` only says how many say nothing.
   double largest_budget_over_scale = 0;
+  /// Where a typical envelope is given (validate's backward: validate_typical_envelope.hpp): the elements
+  /// within their budget but beyond it (SUSPECT), and the largest error / envelope (negative: none given).
+  std::size_t beyond_typical = 0;
+  double worst_typical_share = -1;
+  double worst_typical_error = 0, worst_typical_envelope = 0;
+  std::string worst_typical_where;
 
   /// One element's budget against the output's scale (the largest |reference| compared).
   void count_scale(double budget, double scale) {
@@ -46,8 +52,26 @@ struct comparison {
       worst_where = where();
     }
   }
+  /// One element's error against its typical envelope (after add, which counts it against the budget).
+  template <class Where>
+  void add_typical(double kernel, double reference, double budget, double envelope, Where&& where) {
+    const double error = std::fabs(kernel - reference);
+    const double share = envelope > 0 ? error / envelope : (error > 0 ? INFINITY : 0);
+    if (error <= budget && !(error <= envelope)) ++beyond_typical;
+    if (!(share <= worst_typical_share)) {
+      worst_typical_share = share;
+      worst_typical_error = error;
+      worst_typical_envelope = envelope;
+      worst_typical_where = where();
+    }
+  }
   bool pass() const { return failures == 0; }
-  const char* verdict() const { return failures != 0 ? "FAIL" : vacuous != 0 ? "UNVERIFIED" : "PASS"; }
+  bool suspect() const { return failures == 0 && beyond_typical != 0; }
+  /// FAIL beyond a budget; SUSPECT within every budget but beyond a typical envelope; UNVERIFIED where a
+  /// budget says nothing (and no element is beyond its envelope); PASS.
+  const char* verdict() const {
+    return failures != 0 ? "FAIL" : beyond_typical != 0 ? "SUSPECT" : vacuous != 0 ? "UNVERIFIED" : "PASS";
+  }
 };
 
 /// `count` indices spread evenly over [0, total), the first and the last included (fewer when total is
@@ -79,6 +103,13 @@ inline void print_comparison(const comparison& c, bool json, const std::string& 
                           : "estimate: " + budget_note;
     shape["vacuous_budgets"] = c.vacuous;
     if (c.largest_budget_over_scale > 0) shape["largest_budget_over_scale"] = c.largest_budget_over_scale;
+    if (c.worst_typical_share >= 0) {
+      shape["beyond_typical"] = c.beyond_typical;
+      shape["worst_share_of_typical"] = c.worst_typical_share;
+      shape["worst_typical_error"] = c.worst_typical_error;
+      shape["worst_typical_envelope"] = c.worst_typical_envelope;
+      shape["worst_typical_element"] = c.worst_typical_where;
+    }
     shape["verdict"] = c.verdict();
     std::printf("%s\n", shape.dump().c_str());
   } else {
@@ -86,9 +117,15 @@ inline void print_comparison(const comparison& c, bool json, const std::string& 
     std::snprintf(largest, sizeof largest, " (the largest %.3g times it)", c.largest_budget_over_scale);
     const std::string vacuous =
         c.vacuous != 0 ? ", " + std::to_string(c.vacuous) + " with a budget above the output's scale" + largest : "";
-    std::printf("%s  %-20s %s  %zu elements%s, worst %.3g%% of budget (error %.3g, budget %.3g, %s)%s%s\n",
+    char typical[240] = "";
+    if (c.worst_typical_share >= 0)
+      std::snprintf(typical, sizeof typical,
+                    "; %zu beyond the typical envelope, worst %.3g of it (error %.3g, envelope %.3g, %s)",
+                    c.beyond_typical, c.worst_typical_share, c.worst_typical_error, c.worst_typical_envelope,
+                    c.worst_typical_where.c_str());
+    std::printf("%s  %-20s %s  %zu elements%s, worst %.3g%% of budget (error %.3g, budget %.3g, %s)%s%s%s\n",
                 label.c_str(), c.output.c_str(), c.verdict(), c.elements, vacuous.c_str(), 100 * c.worst_share,
-                c.worst_error, c.worst_budget, c.worst_where.c_str(),
+                c.worst_error, c.worst_budget, c.worst_where.c_str(), typical,
                 budget_note.empty() ? "" : "  [budget an estimate: a bound's hypothesis failed]",
                 budget_kind.empty() ? "" : ("  [budget: " + budget_kind + "]").c_str());
   }

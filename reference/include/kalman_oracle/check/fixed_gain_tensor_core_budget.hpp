@@ -24,37 +24,45 @@ struct fixed_gain_tensor_core_result {
   tensor<double> o_budget, final_state_budget;  ///< per element: tier budget + the binary64 run's own error
 };
 
-namespace detail::fixed_gain_budget {
-
-inline tensor<running_error<double>> lift(const tensor<double>& x) {
-  tensor<running_error<double>> r(x.name(), x.shape());
-  for (std::size_t i = 0; i < x.size(); ++i) r.data()[i] = running_error<double>(x.data()[i]);
+/// A binary64 tensor in the scalar type T (from_double: exact for every type here but float and its
+/// kin, and for those too where the values are binary32 ones).
+template <class T>
+tensor<T> tensor_as(const tensor<double>& x) {
+  tensor<T> r(x.name(), x.shape());
+  for (std::size_t i = 0; i < x.size(); ++i) r.data()[i] = scalar_traits<T>::from_double(x.data()[i]);
   return r;
 }
 
-inline std::optional<tensor<running_error<double>>> lift(const std::optional<tensor<double>>& x) {
+template <class T>
+std::optional<tensor<T>> tensor_as(const std::optional<tensor<double>>& x) {
   if (!x) return std::nullopt;
-  return lift(*x);
+  return tensor_as<T>(*x);
 }
 
-}  // namespace detail::fixed_gain_budget
+/// The same problem in the scalar type T, each input T's value of the binary64 one (exact for every type
+/// here when the inputs are binary32 values, as validate draws them): the running error's runs
+/// (running_error<double>, every input with error 0) and validate's honest binary32 members
+/// (gpu/tools/validate_typical_envelope.cpp).
+template <class T>
+fixed_gain_inputs<T> fixed_gain_inputs_as(const fixed_gain_inputs<double>& inputs) {
+  fixed_gain_inputs<T> in;
+  in.rule = inputs.rule;
+  in.q = tensor_as<T>(inputs.q);
+  in.k = tensor_as<T>(inputs.k);
+  in.v = tensor_as<T>(inputs.v);
+  in.g = tensor_as<T>(inputs.g);
+  in.gates = inputs.gates;
+  in.beta = tensor_as<T>(inputs.beta);
+  in.gain = tensor_as<T>(inputs.gain);
+  in.initial_state = tensor_as<T>(inputs.initial_state);
+  if (inputs.scale) in.scale = scalar_traits<T>::from_double(*inputs.scale);
+  return in;
+}
 
 /// The same problem over running_error<double>, every input exact (error 0): the running error's
 /// runs here, and validate's backward check (gpu/tools/validate_delta_rule_backward.cpp).
 inline fixed_gain_inputs<running_error<double>> lift_to_running_error(const fixed_gain_inputs<double>& inputs) {
-  using detail::fixed_gain_budget::lift;
-  fixed_gain_inputs<running_error<double>> in;
-  in.rule = inputs.rule;
-  in.q = lift(inputs.q);
-  in.k = lift(inputs.k);
-  in.v = lift(inputs.v);
-  in.g = lift(inputs.g);
-  in.gates = inputs.gates;
-  in.beta = lift(inputs.beta);
-  in.gain = lift(inputs.gain);
-  in.initial_state = lift(inputs.initial_state);
-  if (inputs.scale) in.scale = running_error<double>(*inputs.scale);
-  return in;
+  return fixed_gain_inputs_as<running_error<double>>(inputs);
 }
 
 /// The chunked WY form of `inputs` with chunks of `chunk_size` (the kernel's), in binary64, and per

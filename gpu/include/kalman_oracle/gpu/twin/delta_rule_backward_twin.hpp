@@ -198,6 +198,10 @@ void delta_rule_backward_head_twin(const delta_rule_backward_problem& bp, const 
   for (int c = 0; c < chunks; ++c) {
     float* r = record(c);
     const int n = tokens_of(c);
+    // Planted bug (validate's typical envelope must catch it where the budget reaches the scale): the state
+    // rounded to bfloat16 at every chunk start, every 64 tokens.
+    if (KALMAN_ORACLE_MUTANT(gpu_backward_state_rounded_bf16, false, true))
+      for (float& e : S) e = round_to_bf16(e);
     for (int e = 0; e < K * V; ++e) r[rec.S() + e] = S[e];
     for (int t = 0; t < n; ++t)
       for (int j = 0; j < V; ++j)
