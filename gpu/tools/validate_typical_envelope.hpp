@@ -3,10 +3,10 @@
 // decay: its forward's o and final_state under bf16-tc, its backward's dβ at K = 128 from T of a few
 // thousand; the first-order bounds add every token's rounding at full weight, docs/error-model.md, "Where
 // the bound stays loose") the budget cannot tell an honest kernel from one whose state is rounded to
-// bfloat16; the fixtures' typical tier can (docs/error-model.md, "Typical tier"), but the fixtures stop
-// short of these shapes. So validate runs the same kind of ensemble on the spot, on each sampled head and
-// sequence: honest evaluations of the same outputs or gradients by other orders of operations, none of
-// them the kernel's own code, and per element the envelope
+// bfloat16; the fixtures' typical tier can (docs/error-model.md, "Typical tier"), but the fixtures'
+// gradients stop short of these shapes (at K = V = 128, T <= 129). So validate runs the same kind of
+// ensemble on the spot, on each sampled head and sequence: honest evaluations of the same outputs or
+// gradients by other orders of operations, none of them the kernel's own code, and per element the envelope
 //
 //     typical_i = 16 · max(E_i, ρ R_i, Ē, 2^-24 |y_i|)   (capped at the element's budget),
 //
