@@ -68,7 +68,10 @@ ensemble_errors run_backward_ensemble(const fixed_gain_inputs<double>& problem, 
 struct typical_floor {
   double per_budget = 0;  ///< ρ: the median of E_j / R_j
   double absolute = 0;    ///< Ē: the median of E_j
-  double at(double budget) const { return std::max(per_budget * budget, absolute); }
+  /// The element's floor. ρ = 0 (most members exact, or most budgets infinite) contributes nothing, not
+  /// 0 · ∞ = NaN where the element's budget is infinite (the tier says nothing there): a NaN envelope would
+  /// count the element beyond it.
+  double at(double budget) const { return std::max(per_budget > 0 ? per_budget * budget : 0.0, absolute); }
 };
 
 /// The floors of one output from each compared element's largest member error and budget (elements with
