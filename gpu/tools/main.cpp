@@ -276,8 +276,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"f32", "tf32"}));
   bool validate_strict = false;
   validate->add_flag("--strict", validate_strict,
-                     "the fixed-gain family and the KDN memory: a gradient within its budget but beyond the typical "
-                     "envelope of honest binary32 evaluations (SUSPECT) fails too (exit 1)");
+                     "the fixed-gain family and the KDN memory: an output or gradient within its budget but beyond the "
+                     "typical envelope of honest evaluations (SUSPECT) fails too (exit 1)");
   std::string validate_device = "cuda";
   validate->add_option("--device", validate_device, "cuda (the kernel) or twin (its CPU twin: small shapes)")
       ->check(CLI::IsMember({"twin", "cuda"}));

@@ -41,7 +41,7 @@ struct delta_rule_validate_options {
   /// The backward's products: f32 (binary32, the sequential adjoint's budget) or tf32 (the tensor cores,
   /// the tf32-tc tier's budget of the chunked adjoint).
   delta_rule_backward_operands backward_operands = delta_rule_backward_operands::f32;
-  /// A gradient beyond its typical envelope (SUSPECT) fails the run too.
+  /// An output or gradient beyond its typical envelope (SUSPECT) fails the run too.
   bool strict = false;
 };
 

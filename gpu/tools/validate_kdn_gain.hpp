@@ -24,7 +24,7 @@ struct kdn_gain_validate_options {
   bool json = false;
   unsigned threads = 0;  ///< for the binary64 reference and bounds; 0: all cores
   bool twin = false;     ///< the kernels' CPU twin instead of the kernels (small shapes, CI)
-  /// A memory gradient beyond its typical envelope (SUSPECT) fails the run too.
+  /// The memory's output or gradient beyond its typical envelope (SUSPECT) fails the run too.
   bool strict = false;
 };
 

@@ -25,7 +25,7 @@ struct comparison {
   /// The largest budget / scale among the elements count_scale saw (0 when it saw none): how far the worst
   /// budget is from saying something, where `vacuous` only says how many say nothing.
   double largest_budget_over_scale = 0;
-  /// Where a typical envelope is given (validate's backward: validate_typical_envelope.hpp): the elements
+  /// Where a typical envelope is given (validate's delta-rule checks: validate_typical_envelope.hpp): the elements
   /// within their budget but beyond it (SUSPECT), and the largest error / envelope (negative: none given).
   std::size_t beyond_typical = 0;
   double worst_typical_share = -1;
