@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "kalman_oracle/check/fixed_gain_tensor_core_budget.hpp"
+#include "kalman_oracle/check/typical_ensemble.hpp"
 #include "kalman_oracle/grad/fixed_gain.hpp"
 #include "kalman_oracle/grad/fixed_gain_chunked.hpp"
 #include "kalman_oracle/models/fixed_gain_chunked.hpp"
@@ -39,12 +40,8 @@ class largest_errors {
   void absorb(const std::string& name, const tensor<T>& member) {
     const auto ref = reference_.find(name);
     if (ref == reference_.end() || ref->second.size() != member.size()) return;
-    std::vector<double>& l = largest_[name];
-    l.resize(member.size(), 0);
-    for (std::size_t i = 0; i < member.size(); ++i) {
-      const double e = std::fabs(scalar_traits<T>::to_double(member.data()[i]) - ref->second[i]);
-      l[i] = std::isfinite(e) ? std::max(l[i], e) : std::numeric_limits<double>::infinity();
-    }
+    check::absorb_largest_errors(largest_[name], ref->second.data(), member.size(),
+                                 [&](std::size_t i) { return scalar_traits<T>::to_double(member.data()[i]); });
   }
   template <class T>
   void absorb(const fixed_gain_outputs<T>& member) {
@@ -119,7 +116,7 @@ ensemble_errors run_backward_ensemble(const fixed_gain_inputs<double>& problem, 
     // 11-bit operands: TF32's significand with binary32's exponent range (the tf32-tc tier's model).
     const tensor_core_scope scope(operand_format::f16);
     both_associations([&](std::size_t chunk) { rounded.absorb(fixed_gain_chunked_backward(in, cot32, chunk)); });
-    for (unsigned seed = 1; seed <= 4; ++seed) {
+    for (unsigned seed = 1; seed <= check::tensor_core_stochastic_members; ++seed) {
       const stochastic_operand_scope stochastic(seed);
       std::optional<factored_decays_scope> association;
       if (seed % 2 == 0) association.emplace();
@@ -151,7 +148,7 @@ typical_floor typical_floor_of(const std::vector<double>& largest, const std::ve
 }
 
 double typical_envelope(double largest_error, double reference, double floor) {
-  return validate_typical_factor * std::max({largest_error, floor, 0x1p-24 * std::fabs(reference)});
+  return check::typical_factor * std::max({largest_error, floor, 0x1p-24 * std::fabs(reference)});
 }
 
 }  // namespace kalman_oracle::gpu::tools

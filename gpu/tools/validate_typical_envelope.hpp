@@ -32,10 +32,6 @@
 
 namespace kalman_oracle::gpu::tools {
 
-/// The factor the members' largest error is multiplied by: the fixtures' (fixtures/lib/typical.hpp,
-/// measured there against honest evaluations outside the ensemble; at validate's shapes in docs/kernels.md).
-inline constexpr double validate_typical_factor = 16;
-
 /// The members' largest error per element of each output (o, final_state) or gradient (by the reference's
 /// input name: q, k, v, beta, gain, g, initial_state), in two parts whose envelopes add (the fixtures'
 /// tensor-core checks add the accumulation's envelope to the operands', fixtures/lib/check.cpp).
@@ -78,7 +74,7 @@ struct typical_floor {
 /// a non-finite error or a zero budget are left out of ρ's median, non-finite errors out of Ē's).
 typical_floor typical_floor_of(const std::vector<double>& largest, const std::vector<double>& budgets);
 
-/// typical_i above, uncapped: validate_typical_factor · max(largest_error, floor, 2^-24 |reference|).
+/// typical_i above, uncapped: check::typical_factor · max(largest_error, floor, 2^-24 |reference|).
 double typical_envelope(double largest_error, double reference, double floor);
 
 }  // namespace kalman_oracle::gpu::tools
