@@ -23,7 +23,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 device=cuda fixtures=$here/../fixtures/golden rounds=0 only=delta_rule repeats=5 out=
 new_env=()
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --device) device=${2:?}; shift 2 ;;

@@ -4,16 +4,18 @@
 # project's build dependencies (MPFR, GMP, Boost, …), so the build is made where they are and carried.
 #
 #   gpu-build-archive.sh pack [--build DIR] ARCHIVE      (where the build was made)
-#   gpu-build-archive.sh unpack [--suite] ARCHIVE        (in a checkout of the same commit on the GPU machine)
+#   gpu-build-archive.sh unpack [--suite] [--into NAME] ARCHIVE
+#                                                        (in a checkout of the same commit on the GPU machine)
 #
 # pack writes ARCHIVE (.tar, or .tar.xz / .tar.gz by its name) holding the build's GPU tools and tests
 # (kalman-oracle-gpu, gpu_tests, gpu_bench, gpu_twin_tests), the conformance tool kalman-oracle, the CTest
 # file of gpu/ (every `gpu.*` test and the GPU tools' twin tests) under a top-level one, the shared
 # libraries those programs need beyond the C and C++ runtimes, and the build's source and build paths.
-# unpack extracts it into this checkout's build folder (build/, beside scripts/), rewrites the recorded
-# paths to this checkout's, writes build/gpu-archive-env.sh (LD_LIBRARY_PATH for the carried libraries:
-# source it before ctest) and, with --suite, generates the default fixture suite where the GPU tests
-# that need it read it (build/tests/fixtures/default-suite, every core). Then:
+# unpack extracts it into a folder of this checkout (build/, beside scripts/, or --into NAME: a second
+# build beside the first, for scripts/compare-gpu-builds.sh), replacing an earlier unpacking there (never a folder made otherwise), rewrites the
+# recorded paths to this checkout's, writes NAME/gpu-archive-env.sh (LD_LIBRARY_PATH for the carried
+# libraries: source it before ctest) and, with --suite, generates the default fixture suite where the GPU
+# tests that need it read it (NAME/tests/fixtures/default-suite, every core). Then:
 #
 #   . build/gpu-archive-env.sh && ctest --test-dir build -L gpu
 #
@@ -21,7 +23,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 verb=$1
 shift
@@ -85,10 +87,11 @@ case "$verb" in
       "libraries: $(ls "$stage/build/gpu-archive-lib" | tr '\n' ' '))"
     ;;
   unpack)
-    suite=false
+    suite=false into=build
     while [ $# -gt 0 ]; do
       case "$1" in
         --suite) suite=true; shift ;;
+        --into) into=${2:?}; shift 2 ;;
         -*) echo "gpu-build-archive: unknown option $1" >&2; usage ;;
         *) break ;;
       esac
@@ -97,22 +100,31 @@ case "$verb" in
     archive=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
     flag=$(compress_flag "$archive")
     [ -f "$archive" ] || { echo "gpu-build-archive: $archive: no such file" >&2; exit 2; }
-    mkdir -p "$root/build"
-    tar -C "$root" $flag -xf "$archive"
+    case "$into" in
+      ''|*/*|.|..) echo "gpu-build-archive: --into takes a folder name in the checkout, not $into" >&2; exit 2 ;;
+    esac
+    dest=$root/$into
+    # Only an earlier unpacking is replaced: a folder made otherwise (a real build) is left alone.
+    if [ -e "$dest" ] && [ ! -f "$dest/gpu-archive-paths" ]; then
+      echo "gpu-build-archive: $dest exists and is no unpacked archive: remove it, or name another with --into" >&2
+      exit 1
+    fi
+    rm -rf "$dest"
+    tar -C "$root" $flag -xf "$archive" --transform "s#^build#${into}#"
     # shellcheck disable=SC1090
-    . "$root/build/gpu-archive-paths"
+    . "$dest/gpu-archive-paths"
     # The build directory first: it usually lies inside the source directory.
-    for f in "$root/build/CTestTestfile.cmake" "$root/build/gpu/"*.cmake; do
-      sed -i -e "s#${build_dir}#${root}/build#g" -e "s#${source_dir}#${root}#g" "$f"
+    for f in "$dest/CTestTestfile.cmake" "$dest/gpu/"*.cmake; do
+      sed -i -e "s#${build_dir}#${dest}#g" -e "s#${source_dir}#${root}#g" "$f"
     done
-    printf 'export LD_LIBRARY_PATH=%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\n' "$root/build/gpu-archive-lib" \
-      > "$root/build/gpu-archive-env.sh"
-    echo "gpu-build-archive: unpacked into $root/build (paths of $source_dir rewritten)"
+    printf 'export LD_LIBRARY_PATH=%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\n' "$dest/gpu-archive-lib" \
+      > "$dest/gpu-archive-env.sh"
+    echo "gpu-build-archive: unpacked into $dest (paths of $source_dir rewritten)"
     if $suite; then
-      export LD_LIBRARY_PATH=$root/build/gpu-archive-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-      out=$root/build/tests/fixtures/default-suite
+      export LD_LIBRARY_PATH=$dest/gpu-archive-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+      out=$dest/tests/fixtures/default-suite
       rm -rf "$out"
-      "$root/build/fixtures/kalman-oracle" generate --suite default --out "$out" --jobs "$(nproc)" --quiet
+      "$dest/fixtures/kalman-oracle" generate --suite default --out "$out" --jobs "$(nproc)" --quiet
       cmp -s "$out/MANIFEST.sha256" "$root/fixtures/suite/default.sha256" ||
         { echo "gpu-build-archive: the default suite generated here differs from fixtures/suite/default.sha256" >&2; exit 1; }
       echo "gpu-build-archive: default suite generated in $out, the checked-in manifest's bytes"

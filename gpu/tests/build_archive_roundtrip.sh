@@ -22,4 +22,17 @@ fi
 ctest --test-dir "$work/checkout/build" -R 'twin[.](meta[.])?compare_gpu_builds' --output-on-failure 2>&1 |
   tee "$work/ctest.log"
 grep -q "100% tests passed, 0 tests failed out of 2" "$work/ctest.log"
-echo "build_archive_roundtrip: packed, unpacked at another path, 2 of 2 carried tests passed there"
+# A second build beside the first (--into), as a GPU session carries a base and a new build to compare.
+"$work/checkout/scripts/gpu-build-archive.sh" unpack --into base "$work/build.tar"
+"$work/checkout/scripts/compare-gpu-builds.sh" --device twin "$work/checkout/base/gpu" "$work/checkout/build/gpu" |
+  tail -1 | tee "$work/compare.log"
+grep -q " 0 differ" "$work/compare.log"
+# A folder that is no earlier unpacking (a real build, say) is never replaced.
+mkdir "$work/checkout/mine"
+touch "$work/checkout/mine/kept"
+if "$work/checkout/scripts/gpu-build-archive.sh" unpack --into mine "$work/build.tar"; then
+  echo "build_archive_roundtrip: unpack replaced a folder it had not made" >&2
+  exit 1
+fi
+[ -f "$work/checkout/mine/kept" ]
+echo "build_archive_roundtrip: packed, unpacked at another path (twice, side by side), 2 of 2 carried tests passed there"
